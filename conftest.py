@@ -1,0 +1,3 @@
+"""Loads gpuconform's pytest plugin (options, config, fixtures, outcomes, summary) for the whole tree."""
+
+pytest_plugins = ["fixtures.plugin"]

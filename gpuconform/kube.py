@@ -1,0 +1,269 @@
+"""Kubernetes API access: client construction, a client-side rate limit, named retry policies, request
+counting, and a single watch over the run's own pods that every wait reads from.
+
+Two kinds of "not yet" are kept apart (as grpc psm-interop does): a *transient API error* (429, 5xx,
+connection reset) is retried by `api_retry` with a bounded number of attempts, honouring Retry-After; a
+*condition not met yet* (pod still Pending) is waited for on the watch cache with a named timeout, and never
+retried past a terminal state.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import tenacity
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as kconfig
+from kubernetes import watch as kwatch
+from kubernetes.client.exceptions import ApiException
+
+from .reasons import EnvironmentProblem
+
+# Tokens must never reach logs: the client's and urllib3's debug logging print headers.
+for _name in ("kubernetes", "kubernetes.client.rest", "urllib3", "urllib3.connectionpool"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
+TRANSIENT_STATUS = {429, 500, 502, 503, 504}
+
+
+class RateLimiter:
+    """Token bucket: `qps` sustained, `burst` at once (client-go's defaults are 5/10)."""
+
+    def __init__(self, qps: float, burst: int):
+        self.qps, self.burst = qps, burst
+        self.tokens = float(burst)
+        self.last = time.monotonic()
+        self.lock = threading.Lock()
+
+    def acquire(self) -> None:
+        while True:
+            with self.lock:
+                now = time.monotonic()
+                self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
+                self.last = now
+                if self.tokens >= 1:
+                    self.tokens -= 1
+                    return
+                wait = (1 - self.tokens) / self.qps
+            time.sleep(wait)
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, ApiException):
+        return exc.status in TRANSIENT_STATUS
+    return isinstance(exc, (urllib3.exceptions.ProtocolError, urllib3.exceptions.MaxRetryError,
+                            urllib3.exceptions.ReadTimeoutError, ConnectionError))
+
+
+def _retry_after(state: tenacity.RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome else None
+    if isinstance(exc, ApiException) and exc.headers:
+        ra = exc.headers.get("Retry-After")
+        if ra and str(ra).isdigit():
+            return min(float(ra), 30.0)
+    return min(0.5 * 2 ** (state.attempt_number - 1), 8.0)
+
+
+def api_retry(attempts: int = 5) -> tenacity.Retrying:
+    """Retries transient API errors only (429 with Retry-After, 5xx, connection resets); never auth errors."""
+    if attempts < 1:
+        raise ValueError("a retry policy needs an attempt limit")
+    return tenacity.Retrying(retry=tenacity.retry_if_exception(_is_transient),
+                             stop=tenacity.stop_after_attempt(attempts), wait=_retry_after, reraise=True)
+
+
+class CountingApiClient(k8s.ApiClient):
+    """ApiClient with the rate limit and the transient-error retry applied to every request, and a count."""
+
+    def __init__(self, configuration: k8s.Configuration, limiter: RateLimiter, attempts: int = 5):
+        super().__init__(configuration)
+        self.limiter, self.attempts = limiter, attempts
+        self.requests = 0
+        self._count_lock = threading.Lock()
+
+    def call_api(self, *args: Any, **kwargs: Any) -> Any:
+        def once() -> Any:
+            self.limiter.acquire()
+            with self._count_lock:
+                self.requests += 1
+            return super(CountingApiClient, self).call_api(*args, **kwargs)
+        return api_retry(self.attempts)(once)
+
+
+@dataclass
+class Cluster:
+    api: CountingApiClient
+    core: k8s.CoreV1Api
+    batch: k8s.BatchV1Api
+    apps: k8s.AppsV1Api
+    authz: k8s.AuthorizationV1Api
+    source: str  # "kubeconfig /path (context x)" | "in-cluster service account"
+    request_timeout: float
+
+    def raw_get(self, path: str) -> str:
+        """GET a raw path (node proxy: metrics, configz) as text."""
+        resp = self.api.call_api(path, "GET", auth_settings=["BearerToken"], response_type="str",
+                                 _preload_content=False, _request_timeout=self.request_timeout)
+        return resp[0].data.decode("utf-8", errors="replace")
+
+
+def connect(kubeconfig: str | None, context: str | None, qps: float, burst: int, request_timeout: float) -> Cluster:
+    """Builds the client: explicit kubeconfig > $KUBECONFIG > in-cluster service account > ~/.kube/config."""
+    cfg = k8s.Configuration()
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    if path:
+        kconfig.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+        source = f"kubeconfig {path}" + (f" (context {context})" if context else "")
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        kconfig.load_incluster_config(client_configuration=cfg)
+        source = "in-cluster service account"
+    else:
+        kconfig.load_kube_config(context=context, client_configuration=cfg)
+        source = "kubeconfig ~/.kube/config" + (f" (context {context})" if context else "")
+    cfg.debug = False
+    api = CountingApiClient(cfg, RateLimiter(qps, burst))
+    return Cluster(api, k8s.CoreV1Api(api), k8s.BatchV1Api(api), k8s.AppsV1Api(api), k8s.AuthorizationV1Api(api),
+                   source, request_timeout)
+
+
+def api_error(exc: BaseException, doing: str) -> EnvironmentProblem:
+    """One clear environment error for a failed API call (status, reason, what we were doing)."""
+    if isinstance(exc, ApiException):
+        what = {401: "credentials rejected (401)", 403: "forbidden (403)"}.get(exc.status, f"HTTP {exc.status}")
+        body = (exc.body or "")[:300] if isinstance(exc.body, str) else ""
+        code = "ENV-RBAC" if exc.status == 403 else "ENV-API"
+        return EnvironmentProblem(code, f"{doing}: {what} {exc.reason or ''} {body}".strip())
+    return EnvironmentProblem("ENV-API", f"{doing}: {type(exc).__name__}: {exc}")
+
+
+def to_dict(api: k8s.ApiClient, obj: Any) -> dict:
+    """API model -> the camelCase dict the API server sent (what gpuconform's pure functions take)."""
+    return api.sanitize_for_serialization(obj)
+
+
+# ------------------------------------------------------------------ the run's pod watch
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass
+class PodWatch:
+    """One watch over the run namespace's pods (by run label); waits read the cache, never poll the API."""
+
+    cluster: Cluster
+    namespace: str
+    selector: str
+    pods: dict[str, dict] = field(default_factory=dict)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    stopped: bool = False
+    error: BaseException | None = None
+
+    def start(self) -> "PodWatch":
+        self.thread = threading.Thread(target=self._run, name="gpuconform-pod-watch", daemon=True)
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        rv = None
+        while not self.stopped:
+            try:
+                if rv is None:
+                    lst = self.cluster.core.list_namespaced_pod(self.namespace, label_selector=self.selector,
+                                                                _request_timeout=self.cluster.request_timeout)
+                    with self.cond:
+                        for p in lst.items:
+                            self.pods[p.metadata.name] = to_dict(self.cluster.api, p)
+                        self.cond.notify_all()
+                    rv = lst.metadata.resource_version
+                w = kwatch.Watch()
+                for ev in w.stream(self.cluster.core.list_namespaced_pod, self.namespace, label_selector=self.selector,
+                                   resource_version=rv, timeout_seconds=60, allow_watch_bookmarks=True):
+                    if self.stopped:
+                        w.stop()
+                        break
+                    obj = ev["object"]
+                    rv = obj.metadata.resource_version
+                    if ev["type"] == "BOOKMARK":
+                        continue
+                    with self.cond:
+                        if ev["type"] == "DELETED":
+                            self.pods.pop(obj.metadata.name, None)
+                        else:
+                            self.pods[obj.metadata.name] = to_dict(self.cluster.api, obj)
+                        self.cond.notify_all()
+            except ApiException as e:
+                if e.status == 410:  # resourceVersion too old: relist
+                    rv = None
+                    continue
+                self.error = e
+                time.sleep(1)
+            except Exception as e:  # noqa: BLE001 - connection drops: rewatch from the last version
+                self.error = e
+                time.sleep(1)
+
+    def stop(self) -> None:
+        self.stopped = True
+        with self.cond:
+            self.cond.notify_all()
+
+    def get(self, name: str) -> dict | None:
+        with self.cond:
+            return self.pods.get(name)
+
+    def wait(self, names: list[str], done: Callable[[dict], bool], timeout: float,
+             progress: Callable[[str], None] | None = None) -> dict[str, dict]:
+        """Waits until `done(pod)` holds for every pod in `names`; returns their last states.
+
+        Returns early (without raising) when a pod reaches a terminal phase, so the caller classifies it.
+        Raises TimeoutError carrying the last states when `timeout` passes.
+        """
+        deadline = time.monotonic() + timeout
+        next_note = time.monotonic() + 15
+        with self.cond:
+            while True:
+                states = {n: self.pods.get(n) for n in names}
+                if all(p is not None and (done(p) or p.get("status", {}).get("phase") in TERMINAL)
+                       for p in states.values()):
+                    return states  # type: ignore[return-value]
+                now = time.monotonic()
+                if now >= deadline:
+                    raise PodWaitTimeout(timeout, {n: p for n, p in states.items()})
+                if progress and now >= next_note:
+                    waiting = [n for n, p in states.items() if p is None or not done(p)]
+                    progress(f"waiting for {len(waiting)} pod(s) ({', '.join(waiting[:3])}"
+                             f"{'...' if len(waiting) > 3 else ''}): {describe(states[waiting[0]])}")
+                    next_note = now + 15
+                self.cond.wait(timeout=min(deadline - now, 1.0))
+
+
+class PodWaitTimeout(Exception):
+    def __init__(self, timeout: float, states: dict[str, dict | None]):
+        self.timeout, self.states = timeout, states
+        super().__init__(f"timed out after {timeout:.0f}s")
+
+
+def describe(pod: dict | None) -> str:
+    """One line: phase, conditions not True, container waiting/terminated reasons."""
+    if pod is None:
+        return "not created yet"
+    st = pod.get("status", {})
+    parts = [st.get("phase", "?")]
+    if st.get("reason"):
+        parts.append(f"reason={st['reason']}")
+    for c in st.get("conditions", []) or []:
+        if c.get("status") != "True" and c.get("reason"):
+            parts.append(f"{c['type']}={c['status']}({c['reason']}: {(c.get('message') or '')[:160]})")
+    for cs in st.get("containerStatuses", []) or []:
+        s = cs.get("state", {})
+        if s.get("waiting"):
+            parts.append(f"{cs['name']} waiting {s['waiting'].get('reason')}: {(s['waiting'].get('message') or '')[:160]}")
+        if s.get("terminated"):
+            t = s["terminated"]
+            parts.append(f"{cs['name']} terminated {t.get('reason')} exit={t.get('exitCode')}")
+    return "; ".join(parts)

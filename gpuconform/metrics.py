@@ -1,0 +1,72 @@
+"""Prometheus text exposition parsing, enough for the kubelet's /metrics (counters and histograms)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\d+)?$')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+Sample = tuple[str, tuple[tuple[str, str], ...], float]
+
+
+def parse(text: str) -> list[Sample]:
+    out: list[Sample] = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _LINE.match(line.strip())
+        if not m:
+            continue
+        labels = tuple(sorted(_LABEL.findall(m.group(3) or "")))
+        try:
+            value = float(m.group(4))
+        except ValueError:
+            continue
+        out.append((m.group(1), labels, value))
+    return out
+
+
+def value(samples: list[Sample], name: str, **labels: str) -> float | None:
+    """Sum of the samples named `name` whose labels include `labels`; None when no sample matches."""
+    found = [v for n, ls, v in samples if n == name and all((k, val) in ls for k, val in labels.items())]
+    return sum(found) if found else None
+
+
+@dataclass(frozen=True)
+class Histogram:
+    buckets: tuple[tuple[float, float], ...]  # (upper bound, cumulative count), sorted, +Inf last
+    count: float
+    sum: float
+
+    def minus(self, before: "Histogram | None") -> "Histogram":
+        if before is None:
+            return self
+        b = dict(before.buckets)
+        return Histogram(tuple((le, c - b.get(le, 0.0)) for le, c in self.buckets),
+                         self.count - before.count, self.sum - before.sum)
+
+    def quantile_upper_bound(self, q: float) -> float | None:
+        """The upper bound of the bucket holding the q-quantile (what a bucketed histogram can promise)."""
+        if self.count <= 0:
+            return None
+        rank = q * self.count
+        for le, c in self.buckets:
+            if c >= rank:
+                return le
+        return math.inf
+
+
+def histogram(samples: list[Sample], name: str, **labels: str) -> Histogram | None:
+    buckets: dict[float, float] = {}
+    for n, ls, v in samples:
+        if n == f"{name}_bucket" and all((k, val) in ls for k, val in labels.items()):
+            le = dict(ls).get("le", "+Inf")
+            bound = math.inf if le in ("+Inf", "Inf") else float(le)
+            buckets[bound] = buckets.get(bound, 0.0) + v
+    if not buckets:
+        return None
+    return Histogram(tuple(sorted(buckets.items())), value(samples, f"{name}_count", **labels) or 0.0,
+                     value(samples, f"{name}_sum", **labels) or 0.0)

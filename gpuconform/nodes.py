@@ -1,0 +1,82 @@
+"""GPU node discovery: which nodes are GPU nodes, and which of them can take the suite's pods right now."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .counts import free_gpus, qty
+
+
+def parse_selector(sel: str) -> list[tuple[str, str, str | None]]:
+    """'a=b,c!=d,e,!f' -> [(key, op, value)] with op in = != exists !exists."""
+    out: list[tuple[str, str, str | None]] = []
+    for term in (t.strip() for t in sel.split(",") if t.strip()):
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            out.append((k.strip(), "!=", v.strip()))
+        elif "=" in term:
+            k, v = term.replace("==", "=").split("=", 1)
+            out.append((k.strip(), "=", v.strip()))
+        elif term.startswith("!"):
+            out.append((term[1:].strip(), "!exists", None))
+        else:
+            out.append((term, "exists", None))
+    return out
+
+
+def matches(labels: dict[str, str], sel: str) -> bool:
+    for k, op, v in parse_selector(sel):
+        if op == "=" and labels.get(k) != v:
+            return False
+        if op == "!=" and labels.get(k) == v:
+            return False
+        if op == "exists" and k not in labels:
+            return False
+        if op == "!exists" and k in labels:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class GpuNode:
+    name: str
+    ready: bool
+    schedulable: bool
+    advertised: int | None  # allocatable of the resource (None = absent)
+    free: int
+    taints: tuple[str, ...]
+
+    @property
+    def usable(self) -> bool:
+        """Ready and schedulable: pods can be placed (whether GPUs are free is separate)."""
+        return self.ready and self.schedulable
+
+    def skip_reason(self, need: int) -> tuple[str, str] | None:
+        """(code, message) when the node cannot take a pod needing `need` GPUs; None when it can."""
+        if not self.ready:
+            return "ENV-NODE-NOT-READY", f"{self.name} is NotReady"
+        if not self.schedulable:
+            return "ENV-NODE-NOT-READY", f"{self.name} is cordoned (spec.unschedulable)"
+        if need and self.advertised and self.free < need:
+            return "GPU-F07-BUSY", f"{self.name} has {self.free} free GPU(s) of {self.advertised}, the check needs {need}"
+        return None
+
+
+def is_gpu_node(node: dict, resource: str, selector: str, exclude: str) -> bool:
+    labels = node.get("metadata", {}).get("labels", {}) or {}
+    if exclude and matches(labels, exclude):
+        return False
+    has_resource = resource in (node.get("status", {}).get("capacity") or {})
+    return (bool(selector) and matches(labels, selector)) or has_resource
+
+
+def describe_nodes(nodes: list[dict], pods: list[dict], resource: str) -> list[GpuNode]:
+    out = []
+    for n in nodes:
+        conds = {c["type"]: c.get("status") for c in n.get("status", {}).get("conditions", []) or []}
+        taints = tuple(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in n.get("spec", {}).get("taints") or [])
+        out.append(GpuNode(n["metadata"]["name"], conds.get("Ready") == "True",
+                           not n.get("spec", {}).get("unschedulable", False),
+                           qty((n.get("status", {}).get("allocatable") or {}).get(resource)),
+                           free_gpus(n, resource, pods), taints))
+    return sorted(out, key=lambda g: g.name)

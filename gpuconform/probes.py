@@ -1,0 +1,185 @@
+"""Parsing what in-pod probes print: nvidia-smi, CPU lists, NUMA files, the CUDA vector-add sample.
+
+Probe pods print sections delimited by `== name ==` lines (see manifests.probe_script), so one pod gives all the
+evidence a check needs and its log is attached verbatim to a failing test.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+def sections(log: str) -> dict[str, str]:
+    """Splits probe output into {section: text} on lines like `== nvidia-smi -L ==`."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in log.splitlines():
+        m = re.match(r"^== (.+) ==$", line)
+        if m:
+            current = m.group(1)
+            out[current] = []
+        elif current is not None:
+            out[current].append(line)
+    return {k: "\n".join(v).strip("\n") for k, v in out.items()}
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    uuid: str
+
+
+_L_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ((?:GPU|MIG)-[^)]+)\)\s*$")
+
+
+def parse_nvidia_smi_l(text: str) -> list[Gpu]:
+    """`nvidia-smi -L` -> GPUs. 'No devices were found' and MIG sub-lines give no GPU entries."""
+    gpus = []
+    for line in text.splitlines():
+        m = _L_LINE.match(line.strip())
+        if m:
+            gpus.append(Gpu(int(m.group(1)), m.group(2), m.group(3)))
+    return gpus
+
+
+def parse_query_csv(text: str) -> list[dict[str, str]]:
+    """`nvidia-smi --query-gpu=a,b --format=csv` (with header) -> rows keyed by header names without units."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines or "," not in lines[0] and len(lines) == 1 and not lines[0].startswith("index"):
+        return []
+    header = [re.sub(r"\s*\[.*\]$", "", h.strip()) for h in lines[0].split(",")]
+    rows = []
+    for ln in lines[1:]:
+        vals = [v.strip() for v in ln.split(",")]
+        if len(vals) == len(header):
+            rows.append(dict(zip(header, vals)))
+    return rows
+
+
+def parse_topo_numa(text: str) -> dict[str, int | None]:
+    """`nvidia-smi topo -m` -> {"GPU0": numa node or None for N/A} from the 'NUMA Affinity' column."""
+    lines = [ln.rstrip("\n") for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return {}
+    header = [h.strip() for h in lines[0].split("\t")]
+    try:
+        col = header.index("NUMA Affinity")
+    except ValueError:
+        return {}
+    out: dict[str, int | None] = {}
+    for ln in lines[1:]:
+        cells = [c.strip() for c in ln.split("\t")]
+        if not cells or not re.match(r"^(GPU\d+|NIC\d+)$", cells[0]):
+            if cells and cells[0].startswith("Legend"):
+                break
+            continue
+        if not cells[0].startswith("GPU") or len(cells) <= col:
+            continue
+        v = cells[col]
+        out[cells[0]] = int(v) if re.fullmatch(r"-?\d+", v) and int(v) >= 0 else None
+    return out
+
+
+def parse_cpulist(text: str) -> set[int]:
+    """'0-3,8,10-11' -> {0,1,2,3,8,10,11}."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            a, b = part.split("-", 1)
+            cpus.update(range(int(a), int(b) + 1))
+        else:
+            cpus.add(int(part))
+    return cpus
+
+
+def cpus_allowed(proc_status: str) -> set[int]:
+    """Cpus_allowed_list from /proc/self/status."""
+    m = re.search(r"^Cpus_allowed_list:\s*(\S+)", proc_status, re.M)
+    return parse_cpulist(m.group(1)) if m else set()
+
+
+def numa_of_cpus(cpus: set[int], node_cpulists: dict[int, set[int]]) -> set[int]:
+    """The NUMA nodes the given CPUs belong to."""
+    return {n for n, lst in node_cpulists.items() if cpus & lst}
+
+
+@dataclass(frozen=True)
+class Alignment:
+    aligned: bool | None  # None = not applicable (no NUMA affinity reported)
+    cpu_numa: frozenset[int]
+    gpu_numa: frozenset[int]
+    detail: str
+
+
+def alignment(cpus: set[int], node_cpulists: dict[int, set[int]], gpu_numa: dict[str, int | None]) -> Alignment:
+    """CPUs and GPUs on one NUMA node? GPUs with numa_node -1/N/A make the answer N/A, not a failure."""
+    cn = frozenset(numa_of_cpus(cpus, node_cpulists))
+    known = {g: n for g, n in gpu_numa.items() if n is not None}
+    if not gpu_numa:
+        return Alignment(None, cn, frozenset(), "no GPU NUMA information found in the pod")
+    if len(known) < len(gpu_numa):
+        na = sorted(g for g, n in gpu_numa.items() if n is None)
+        return Alignment(None, cn, frozenset(known.values()), f"no NUMA affinity reported for {', '.join(na)}")
+    gn = frozenset(known.values())
+    ok = len(cn | gn) == 1
+    detail = (f"CPUs {fmt_cpus(cpus)} on NUMA {sorted(cn)}, GPUs "
+              + ", ".join(f"{g}@NUMA{n}" for g, n in sorted(known.items())))
+    return Alignment(ok, cn, gn, detail)
+
+
+def fmt_cpus(cpus: set[int]) -> str:
+    """{0,1,2,5} -> '0-2,5'."""
+    out, run = [], []
+    for c in sorted(cpus):
+        if run and c == run[-1] + 1:
+            run.append(c)
+        else:
+            if run:
+                out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+            run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+# CUDA error strings the vector-add sample prints, mapped to what a platform engineer should look at.
+CUDA_CAUSES = [
+    ("no CUDA-capable device is detected", "GPU-F12-DEVICE-NOT-INJECTED",
+     "the container sees no GPU: the runtime did not inject the allocated device"),
+    ("CUDA driver version is insufficient for CUDA runtime version", "GPU-F13-CUDA-FAILURE",
+     "host driver too old for the image's CUDA runtime: upgrade the driver or use an older CUDA image"),
+    ("system not yet initialized", "GPU-F13-CUDA-FAILURE",
+     "NVSwitch systems need nvidia-fabricmanager running (Fabric Manager not started)"),
+    ("forward compatibility was attempted on non supported HW", "GPU-F13-CUDA-FAILURE",
+     "the image's CUDA forward-compat libs do not support this GPU: use a matching CUDA image"),
+    ("all CUDA-capable devices are busy or unavailable", "GPU-F13-CUDA-FAILURE",
+     "GPUs are in exclusive-process mode and busy, or MPS is misconfigured"),
+    ("out of memory", "GPU-F13-CUDA-FAILURE", "GPU memory is exhausted by another process (sharing oversubscribed?)"),
+    ("unknown error", "GPU-F13-CUDA-FAILURE", "driver/device fault: check dmesg for XID errors"),
+]
+
+
+@dataclass(frozen=True)
+class WorkloadResult:
+    passed: bool
+    code: str | None
+    cause: str
+
+
+def vector_add_result(log: str, exit_code: int | None) -> WorkloadResult:
+    """Maps the CUDA sample's output and exit code to pass or a reason code with a cause."""
+    if exit_code == 0 and re.search(r"^Test PASSED\s*$", log, re.M):
+        return WorkloadResult(True, None, "Test PASSED")
+    for needle, code, cause in CUDA_CAUSES:
+        if needle.lower() in log.lower():
+            return WorkloadResult(False, code, f"{cause} (sample printed: {needle!r})")
+    m = re.search(r"error code ([^)]*)\)", log)
+    if m:
+        return WorkloadResult(False, "GPU-F13-CUDA-FAILURE", f"CUDA error {m.group(1)!r}: unmapped cause")
+    return WorkloadResult(False, "GPU-F13-CUDA-FAILURE",
+                          f"exit code {exit_code} without 'Test PASSED' and without a known CUDA error string")

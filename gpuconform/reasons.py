@@ -1,0 +1,133 @@
+"""Stable reason codes and the verdict exceptions that carry them.
+
+Every non-pass carries a code from REASONS. Codes are part of the JSON summary's schema: never rename one;
+add new ones instead. `Violation` = the cluster is wrong (test fails); `EnvironmentProblem` = no verdict is
+possible (test errors); `pytest.skip` with `skip_reason()` = not applicable, with evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    outcome: str  # fail | error | skip
+    title: str
+    hint: str
+
+
+_R = [
+    Reason("GPU-F01-NOT-REGISTERED", "fail", "device plugin not registered with the kubelet",
+           "Check the plugin pod log for registration errors (socket path, 'context deadline exceeded'); with "
+           "failOnInitError=false a Running plugin pod can still be unregistered."),
+    Reason("GPU-F02-CAPACITY-ZERO", "fail", "GPU capacity or allocatable is 0 on a GPU node",
+           "The plugin lost its registration (often after a kubelet restart). Restart the plugin pod and check "
+           "that it re-registers on kubelet.sock re-creation."),
+    Reason("GPU-F03-UNHEALTHY-DEVICES", "fail", "devices reported Unhealthy (capacity > allocatable)",
+           "Inspect the plugin log and `dmesg` for XID errors on the named devices; drain and reset the GPU."),
+    Reason("GPU-F04-OVERADVERTISED", "fail", "more GPUs advertised than the hardware has",
+           "Compare the plugin's config (replicas, MIG strategy) with GFD labels; remove stale resource keys."),
+    Reason("GPU-F04-UNDERADVERTISED", "fail", "fewer GPUs advertised than the hardware has",
+           "Check the plugin log for devices that failed to initialise and for a wrong MIG/sharing config."),
+    Reason("GPU-F04-STALE-RESOURCE", "fail", "a GPU resource key is advertised that the configuration does not expect",
+           "A previous plugin config (MIG or shared resource names) left capacity behind; restart the kubelet "
+           "or remove the key from node status after fixing the plugin config."),
+    Reason("GPU-F05-UNEXPECTED-ADMISSION", "fail", "kubelet rejected a GPU pod with UnexpectedAdmissionError",
+           "The kubelet could not allocate devices the scheduler thought were free (plugin Allocate failed or "
+           "devices went unhealthy). Check the plugin log around the pod's start time."),
+    Reason("GPU-F06-TOPOLOGY-AFFINITY", "fail", "kubelet rejected a Guaranteed GPU pod with TopologyAffinityError",
+           "Under single-numa-node the plugin must report devices on a NUMA node that also has free CPUs; "
+           "check device topology in the plugin and the node's NUMA layout."),
+    Reason("GPU-F06-FRAGMENTED", "skip", "free GPUs are split across NUMA nodes",
+           "Not a conformance failure: rerun when the node is less busy, or drain it for the check."),
+    Reason("GPU-F07-NOT-SCHEDULABLE", "fail", "a GPU pod stayed Pending although the node advertises free GPUs",
+           "Read the FailedScheduling event; check that the resource is advertised and the node is schedulable."),
+    Reason("GPU-F07-BUSY", "skip", "no free GPU on the node", "Rerun when GPUs are free or raise the coverage gate."),
+    Reason("GPU-F08-PLUGIN-CRASHLOOP", "fail", "device plugin pod is crash-looping",
+           "Read the last termination message and the previous container log of the plugin pod."),
+    Reason("GPU-F08-PLUGIN-NOT-READY", "fail", "device plugin pod missing or not Ready on a GPU node",
+           "Check the DaemonSet's node selector/tolerations and the pod's events."),
+    Reason("GPU-F09-MIG-MISMATCH", "fail", "MIG strategy or profiles differ from what the node advertises",
+           "Align the plugin's migStrategy with the MIG manager's config and the expected profiles."),
+    Reason("GPU-F10-SHARING-MISMATCH", "fail", "time-slicing/MPS sharing config not applied as labelled",
+           "The advertised count must be GPUs x replicas; check the plugin's sharing config and the resource name."),
+    Reason("GPU-F11-REGISTRATION-UNSTABLE", "fail", "plugin re-registered or allocatable changed during the run",
+           "A kubelet or plugin restart happened while the suite ran; check both logs."),
+    Reason("GPU-F12-DEVICE-NOT-INJECTED", "fail", "pod was granted GPUs but sees fewer (or none)",
+           "The runtime did not inject the devices (stale kubelet checkpoint, container toolkit missing, "
+           "deviceListStrategy mismatch). Restart the plugin and check the container runtime's NVIDIA hook/CDI."),
+    Reason("GPU-F13-CUDA-FAILURE", "fail", "CUDA workload failed on an allocated GPU",
+           "See the mapped cause; typical fixes: upgrade the driver, start Fabric Manager, reset the GPU."),
+    Reason("GPU-F14-IMAGE-PULL", "error", "test image could not be pulled",
+           "Mirror the images to a reachable registry and set images.* (and pullSecrets) in the config."),
+    Reason("GPU-F15-UNTOLERATED-TAINT", "error", "test pod not scheduled because of a taint it does not tolerate",
+           "Add the node's taint to `tolerations` in the config, or exclude the node."),
+    Reason("GPU-LATENCY-THRESHOLD", "fail", "allocation/start latency above the configured threshold",
+           "Look at the slowest pods' phases: scheduling (scheduler), allocate (plugin Allocate RPC), start (runtime)."),
+    Reason("GPU-TOPOLOGY-POLICY", "fail", "kubelet topology/CPU manager policy differs from the expected one",
+           "Set topologyManagerPolicy/cpuManagerPolicy in the kubelet config and restart it (remove "
+           "cpu_manager_state when changing the CPU manager policy)."),
+    Reason("GPU-NUMA-MISALIGNED", "fail", "a Guaranteed GPU pod got CPUs and GPUs on different NUMA nodes",
+           "Topology manager must be single-numa-node with cpuManagerPolicy static; check the plugin's topology."),
+    Reason("GPU-NUMA-NA", "skip", "the GPU reports no NUMA affinity (numa_node = -1)",
+           "Typical in VMs: alignment cannot be checked on this node."),
+    Reason("GPU-ISOLATION", "fail", "a pod sees GPUs it did not request",
+           "The runtime exposes GPUs to all containers (NVIDIA_VISIBLE_DEVICES=all in the image, privileged "
+           "pods, or accept-nvidia-visible-devices-envvar-when-unprivileged=true)."),
+    Reason("GPU-DOUBLE-ALLOCATION", "fail", "the same device was handed to two pods at once",
+           "The plugin or kubelet checkpoint is inconsistent; restart the plugin and inspect the checkpoint."),
+    Reason("ENV-API", "error", "Kubernetes API call failed", "Check connectivity, credentials and API Priority and Fairness."),
+    Reason("ENV-RBAC", "error", "missing permission", "Apply manifests/rbac.yaml or grant the listed verbs."),
+    Reason("ENV-TIMEOUT", "error", "timed out waiting without a terminal state",
+           "The cluster is slow or stuck; raise timeouts.* only after reading the last state shown."),
+    Reason("ENV-NOT-CHECKED", "skip", "check needs an optional permission or probe that is disabled",
+           "Grant nodes/proxy (metrics, configz) or enable the node probe to cover this check."),
+    Reason("ENV-NODE-NOT-READY", "skip", "GPU node is NotReady or cordoned", "Fix or uncordon the node, then rerun."),
+]
+REASONS: dict[str, Reason] = {r.code: r for r in _R}
+
+
+class Verdict(Exception):
+    """Base for verdict exceptions: a code, a message naming node and observed/expected values, evidence."""
+
+    outcome = "fail"
+
+    def __init__(self, code: str, message: str, evidence: dict | None = None):
+        if code not in REASONS:
+            raise ValueError(f"unknown reason code {code}")
+        self.code, self.message, self.evidence = code, message, evidence or {}
+        super().__init__(self.render())
+
+    @property
+    def reason(self) -> Reason:
+        return REASONS[self.code]
+
+    def render(self) -> str:
+        return f"[{self.code}] {self.message}\n  fix: {self.reason.hint}"
+
+
+class Violation(Verdict, AssertionError):
+    """A conformance violation: the plugin, kubelet or cluster config is wrong. The test fails."""
+
+
+class EnvironmentProblem(Verdict):
+    """The environment prevents a verdict (API, RBAC, image pull, taints). The test errors."""
+
+    outcome = "error"
+
+
+def skip_reason(code: str, message: str) -> str:
+    """The text passed to pytest.skip, so the JSON summary can recover the code."""
+    if code not in REASONS:
+        raise ValueError(f"unknown reason code {code}")
+    return f"[{code}] {message}"
+
+
+def code_of(text: str) -> str | None:
+    """Recovers a reason code from a rendered verdict or skip text."""
+    if text.startswith("[") and "]" in text:
+        code = text[1:text.index("]")]
+        return code if code in REASONS else None
+    return None

@@ -1,0 +1,739 @@
+#!/usr/bin/env python3
+"""The local test bed: a real single-node Kubernetes with a simulated GPU device plugin and kwok fake GPU nodes.
+
+    cluster.py up            build what is missing, start what is not running, wait for Ready + plugin registered
+    cluster.py down          stop what `up` started (by pid) and remove its state
+    cluster.py status        one line per component, node and GPU counts
+    cluster.py faults        list the named faults
+    cluster.py fault NAME    apply one fault
+    cluster.py fault-clear   restore the healthy state
+
+Everything runs as root on this machine: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+containerd (Debian's) with runc and CNI bridge, kubelet, and kwok. State, logs and the kubeconfig live in
+.localcluster/ next to this directory; host state the kubelet insists on (/var/lib/kubelet) and the simulated
+GPU "hardware" (/var/lib/gpu-sim) are wiped on `down` and before a fresh `up`. See localcluster/README.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import imagebuild  # noqa: E402
+
+STATE = Path(os.environ.get("GPUCONFORM_STATE", HERE.parent / ".localcluster"))
+PKI, LOGS, RUN = STATE / "pki", STATE / "logs", STATE / "run"
+KUBECONFIG = STATE / "kubeconfig"
+KUBELET_ROOT = Path("/var/lib/kubelet")
+GPU_SIM = Path("/var/lib/gpu-sim")
+CTRD_ROOT, CTRD_STATE = Path("/var/lib/gpuconform/containerd"), Path("/run/gpuconform/containerd")
+CTRD_SOCK = CTRD_STATE / "containerd.sock"
+CNI_BRIDGE = "gcbr0"
+POD_CIDR = "10.88.0.0/16"
+
+NODE_NAME = os.environ.get("GPUCONFORM_NODE_NAME", "gpu-node-0")
+GPUS = int(os.environ.get("GPUCONFORM_GPUS", "4"))
+KWOK_NODES = int(os.environ.get("GPUCONFORM_KWOK_NODES", "3"))
+GPU_PRODUCT = "NVIDIA A100-SXM4-40GB"
+DRIVER, CUDA = "550.54.15", "12.4"
+
+PORTS = {"etcd": 12379, "etcd-peer": 12380, "kube-apiserver": 6443, "kubelet": 10250, "kwok": 10247,
+         "kube-controller-manager": 10257, "kube-scheduler": 10259}
+
+IMAGES = {
+    "pause": "registry.k8s.io/pause:3.10",
+    "plugin": "localhost/gpuconform/gpu-device-plugin:sim",
+    "probe": "localhost/gpuconform/probe-tools:sim",
+    "vectoradd": "localhost/gpuconform/cuda-sample:vectoradd-sim",
+}
+PLUGIN_NS, PLUGIN_DS, PLUGIN_CM = "kube-system", "nvidia-device-plugin-daemonset", "gpu-sim-config"
+RESOURCE = "nvidia.com/gpu"
+
+T0 = time.monotonic()
+
+
+class BedError(Exception):
+    """A failure with a one-line message; main() prints it and exits non-zero."""
+
+
+def say(msg: str) -> None:
+    print(f"[localcluster +{time.monotonic() - T0:5.1f}s] {msg}", flush=True)
+
+
+def node_ip() -> str:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.1", 9))  # no packet is sent; picks the default-route address
+        return s.getsockname()[0]
+
+
+# ---------------------------------------------------------------- binaries
+
+@dataclass
+class Bins:
+    k8s: Path
+    kwok: Path
+    images: Path
+
+    def __getitem__(self, name: str) -> str:
+        return str((self.kwok if name == "kwok" else self.k8s) / name)
+
+
+def build() -> Bins:
+    out = subprocess.run([str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True)
+    if out.returncode:
+        raise BedError("building the test-bed binaries failed (see the [build] lines above)")
+    dirs = dict(line.split("=", 1) for line in out.stdout.split())
+    return Bins(Path(dirs["K8S_BIN"]), Path(dirs["KWOK_BIN"]), Path(dirs["IMAGES_BIN"]))
+
+
+# ---------------------------------------------------------------- processes
+
+def pid_of(name: str) -> int | None:
+    try:
+        pid = int((RUN / f"{name}.pid").read_text())
+        os.kill(pid, 0)
+        # a recycled pid is not ours: check it still runs the binary we started
+        if name.split("@")[0] not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+            return None
+        return pid
+    except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
+        return None
+
+
+def start(name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+    if pid_of(name):
+        say(f"{name} already running (pid {pid_of(name)})")
+        return
+    RUN.mkdir(parents=True, exist_ok=True)
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = open(LOGS / f"{name}.log", "ab")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, env={**os.environ, **(env or {})})
+    (RUN / f"{name}.pid").write_text(str(proc.pid))
+    say(f"started {name} (pid {proc.pid}, log {LOGS / (name + '.log')})")
+
+
+def stop(name: str, grace: float = 10) -> bool:
+    pid = pid_of(name)
+    (RUN / f"{name}.pid").unlink(missing_ok=True)
+    if not pid:
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def tail(name: str, lines: int = 25) -> str:
+    try:
+        return "\n".join((LOGS / f"{name}.log").read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float, component: str | None = None) -> None:
+    """Polls `check` until true; prints progress every 10 s; on timeout names the component and its log."""
+    t = time.monotonic()
+    nxt = t + 10
+    last_err = ""
+    while True:
+        try:
+            if check():
+                return
+        except Exception as e:  # noqa: BLE001 - a failing probe is "not yet"; shown if we time out
+            last_err = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        if component and not pid_of(component):
+            raise BedError(f"{component} exited while waiting for {what}; last log lines:\n{tail(component)}")
+        now = time.monotonic()
+        if now - t > timeout:
+            hint = f"\n--- last lines of {LOGS / (component + '.log')}:\n{tail(component)}" if component else ""
+            raise BedError(f"timed out after {timeout:.0f}s waiting for {what}"
+                           + (f" (last error: {last_err})" if last_err else "") + hint)
+        if now >= nxt:
+            say(f"  still waiting for {what} ({now - t:.0f}s)")
+            nxt = now + 10
+        time.sleep(0.5)
+
+
+def sh(*argv: str, check: bool = True, input: str | None = None, quiet: bool = False) -> subprocess.CompletedProcess:
+    out = subprocess.run(list(argv), capture_output=True, text=True, input=input)
+    if check and out.returncode:
+        raise BedError(f"{' '.join(argv[:4])} ... failed: {(out.stderr or out.stdout).strip()[-500:]}")
+    return out
+
+
+class Kubectl:
+    def __init__(self, bins: Bins):
+        self.bin = bins["kubectl"]
+
+    def __call__(self, *args: str, check: bool = True, input: str | None = None) -> str:
+        return sh(self.bin, f"--kubeconfig={KUBECONFIG}", "--request-timeout=20s", *args,
+                  check=check, input=input).stdout
+
+    def apply(self, *objs: dict) -> None:
+        self("apply", "--server-side", "--force-conflicts", "-f", "-",
+             input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
+
+    def json(self, *args: str) -> dict:
+        return json.loads(self(*args, "-o", "json"))
+
+
+# ---------------------------------------------------------------- PKI
+
+def openssl(*args: str) -> None:
+    sh("openssl", *args)
+
+
+def make_pki(ip: str) -> None:
+    if (PKI / "done").exists():
+        return
+    PKI.mkdir(parents=True, exist_ok=True)
+    say("generating certificates")
+    ca = PKI / "ca"
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj", "/CN=gpuconform-local-ca",
+            "-keyout", f"{ca}.key", "-out", f"{ca}.crt")
+    openssl("genrsa", "-out", str(PKI / "sa.key"), "2048")
+    openssl("rsa", "-in", str(PKI / "sa.key"), "-pubout", "-out", str(PKI / "sa.pub"))
+    certs = {
+        # name: (subject, SANs or None for a client cert)
+        "apiserver": ("/CN=kube-apiserver", f"DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,"
+                      f"DNS:kubernetes.default.svc.cluster.local,DNS:localhost,IP:127.0.0.1,IP:10.0.0.1,IP:{ip}"),
+        "kubelet-serving": (f"/CN={NODE_NAME}", f"DNS:{NODE_NAME},DNS:localhost,IP:127.0.0.1,IP:{ip}"),
+        "kwok-serving": ("/CN=kwok", "DNS:localhost,IP:127.0.0.1"),
+        "admin": ("/O=system:masters/CN=gpuconform-admin", None),
+        "apiserver-kubelet-client": ("/CN=kube-apiserver-kubelet-client", None),
+        "controller-manager": ("/CN=system:kube-controller-manager", None),
+        "scheduler": ("/CN=system:kube-scheduler", None),
+        "kubelet": (f"/O=system:nodes/CN=system:node:{NODE_NAME}", None),
+        "kwok": ("/O=system:masters/CN=kwok-controller", None),
+    }
+    for name, (subj, sans) in certs.items():
+        key, csr, crt = (PKI / f"{name}.{x}" for x in ("key", "csr", "crt"))
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subj, "-keyout", str(key), "-out", str(csr))
+        ext = PKI / f"{name}.ext"
+        ext.write_text(f"subjectAltName={sans}\nextendedKeyUsage=serverAuth\n" if sans
+                       else "extendedKeyUsage=clientAuth\n")
+        openssl("x509", "-req", "-in", str(csr), "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key", "-CAcreateserial",
+                "-days", "3650", "-extfile", str(ext), "-out", str(crt))
+    for name in ("admin", "controller-manager", "scheduler", "kubelet", "kwok"):
+        write_kubeconfig(PKI / f"{name}.kubeconfig", name, f"https://{ip}:{PORTS['kube-apiserver']}")
+    shutil.copy(PKI / "admin.kubeconfig", KUBECONFIG)
+    (PKI / "done").touch()
+
+
+def write_kubeconfig(path: Path, user: str, server: str) -> None:
+    b64 = lambda p: base64.b64encode((PKI / p).read_bytes()).decode()  # noqa: E731
+    cfg = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "gpuconform-local",
+        "clusters": [{"name": "gpuconform-local", "cluster": {"server": server,
+                                                               "certificate-authority-data": b64("ca.crt")}}],
+        "users": [{"name": user, "user": {"client-certificate-data": b64(f"{user}.crt"),
+                                          "client-key-data": b64(f"{user}.key")}}],
+        "contexts": [{"name": "gpuconform-local", "context": {"cluster": "gpuconform-local", "user": user}}],
+    }
+    path.write_text(json.dumps(cfg, indent=1))
+    path.chmod(0o600)
+
+
+# ---------------------------------------------------------------- leftovers
+
+def port_owner(port: int) -> str | None:
+    out = sh("ss", "-Hltnp", f"sport = :{port}", check=False).stdout.strip()
+    return out or None
+
+
+def mounts_under(*prefixes: Path) -> list[str]:
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        mnt = line.split()[4].replace("\\040", " ")
+        if any(mnt == str(p) or mnt.startswith(f"{p}/") for p in prefixes):
+            found.append(mnt)
+    return sorted(found, key=lambda m: -m.count("/"))
+
+
+def clean_host_state() -> list[str]:
+    """Removes what a killed earlier run leaves: shims, mounts, netns, CNI bridge, cgroups, node state."""
+    cleaned = []
+    for pid in sh("pgrep", "-f", f"containerd-shim.*{CTRD_SOCK}", check=False).stdout.split():
+        os.kill(int(pid), signal.SIGKILL)
+        cleaned.append(f"containerd-shim pid {pid}")
+    for pid in sh("pgrep", "-f", f"kwok.*--node-port={PORTS['kwok']}", check=False).stdout.split():
+        os.kill(int(pid), signal.SIGKILL)
+        cleaned.append(f"kwok pid {pid}")
+    mounts = mounts_under(KUBELET_ROOT, CTRD_STATE, CTRD_ROOT, Path("/run/netns"), GPU_SIM)
+    for m in mounts:
+        sh("umount", "-l", m, check=False)
+    if mounts:
+        cleaned.append(f"{len(mounts)} mounts")
+    for ns in sh("ip", "netns", "list", check=False).stdout.split("\n"):
+        if ns.startswith("cni-"):
+            sh("ip", "netns", "delete", ns.split()[0], check=False)
+            cleaned.append(f"netns {ns.split()[0]}")
+    if sh("ip", "link", "show", CNI_BRIDGE, check=False).returncode == 0:
+        sh("ip", "link", "delete", CNI_BRIDGE, check=False)
+        cleaned.append(f"bridge {CNI_BRIDGE}")
+    removed = 0
+    for hier in Path("/sys/fs/cgroup").iterdir():
+        base = hier / "kubepods"
+        if base.is_dir():
+            for d in sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [base]:
+                try:
+                    d.rmdir()
+                    removed += 1
+                except OSError:
+                    pass
+    if removed:
+        cleaned.append(f"{removed} kubepods cgroups")
+    for d in (KUBELET_ROOT, GPU_SIM, CTRD_STATE, Path("/var/lib/cni/networks/gpuconform")):
+        if d.exists():
+            sh("rm", "-rf", "--one-file-system", str(d))
+            cleaned.append(str(d))
+    return cleaned
+
+
+# ---------------------------------------------------------------- components
+
+def start_control_plane(bins: Bins, ip: str, kubectl: Kubectl) -> None:
+    start("etcd", [bins["etcd"], "--name=gpuconform", f"--data-dir={STATE / 'etcd'}",
+                   f"--listen-client-urls=http://127.0.0.1:{PORTS['etcd']}",
+                   f"--advertise-client-urls=http://127.0.0.1:{PORTS['etcd']}",
+                   f"--listen-peer-urls=http://127.0.0.1:{PORTS['etcd-peer']}",
+                   f"--initial-advertise-peer-urls=http://127.0.0.1:{PORTS['etcd-peer']}",
+                   f"--initial-cluster=gpuconform=http://127.0.0.1:{PORTS['etcd-peer']}",
+                   "--quota-backend-bytes=2147483648", "--log-level=warn"])
+    p = str(PKI)
+    start("kube-apiserver", [
+        bins["kube-apiserver"], f"--etcd-servers=http://127.0.0.1:{PORTS['etcd']}",
+        f"--secure-port={PORTS['kube-apiserver']}", f"--advertise-address={ip}",
+        f"--tls-cert-file={p}/apiserver.crt", f"--tls-private-key-file={p}/apiserver.key",
+        f"--client-ca-file={p}/ca.crt",
+        "--authorization-mode=Node,RBAC", "--anonymous-auth=false",
+        "--enable-admission-plugins=NodeRestriction,PodSecurity",
+        f"--service-account-key-file={p}/sa.pub", f"--service-account-signing-key-file={p}/sa.key",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
+        # The apiserver reaches kubelets (logs, exec, metrics, configz) with a client cert and verifies them.
+        f"--kubelet-client-certificate={p}/apiserver-kubelet-client.crt",
+        f"--kubelet-client-key={p}/apiserver-kubelet-client.key",
+        f"--kubelet-certificate-authority={p}/ca.crt",
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
+        "--profiling=false", "--v=1"])
+    wait_for("kube-apiserver /readyz", lambda: kubectl("get", "--raw", "/readyz").strip() == "ok", 120,
+             "kube-apiserver")
+    # What kubeadm does: the apiserver's kubelet-client identity gets the kubelet API, nothing more.
+    kubectl.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": "gpuconform:apiserver-kubelet-client"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                               "name": "system:kubelet-api-admin"},
+                   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                                 "name": "kube-apiserver-kubelet-client"}]})
+    start("kube-controller-manager", [
+        bins["kube-controller-manager"], f"--kubeconfig={p}/controller-manager.kubeconfig",
+        f"--authentication-kubeconfig={p}/controller-manager.kubeconfig",
+        f"--authorization-kubeconfig={p}/controller-manager.kubeconfig",
+        "--leader-elect=false", "--bind-address=127.0.0.1", "--use-service-account-credentials=true",
+        f"--service-account-private-key-file={p}/sa.key", f"--root-ca-file={p}/ca.crt",
+        f"--cluster-signing-cert-file={p}/ca.crt", f"--cluster-signing-key-file={p}/ca.key",
+        "--controllers=*,-nodeipam", "--profiling=false", "--v=1"])
+    start("kube-scheduler", [
+        bins["kube-scheduler"], f"--kubeconfig={p}/scheduler.kubeconfig",
+        f"--authentication-kubeconfig={p}/scheduler.kubeconfig",
+        f"--authorization-kubeconfig={p}/scheduler.kubeconfig",
+        "--leader-elect=false", "--bind-address=127.0.0.1", "--profiling=false", "--v=1"])
+
+
+def containerd_config() -> Path:
+    d = STATE / "containerd"
+    (d / "net.d").mkdir(parents=True, exist_ok=True)
+    (d / "net.d" / "10-gpuconform.conflist").write_text(json.dumps({
+        "cniVersion": "0.4.0", "name": "gpuconform",
+        "plugins": [
+            {"type": "bridge", "bridge": CNI_BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ]}, indent=1))
+    cfg = d / "config.toml"
+    cfg.write_text(f"""# containerd 1.6 (Debian bookworm) for the gpuconform test bed; see localcluster/README.md
+version = 2
+root = "{CTRD_ROOT}"
+state = "{CTRD_STATE}"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+                    "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "{CTRD_SOCK}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{IMAGES['pause']}"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        {runc_binary()}
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{d / 'net.d'}"
+""")
+    return cfg
+
+
+def runc_binary() -> str:
+    """The OCI runtime line: runc itself, or the oom-score clamp wrapper where this host forbids negative scores."""
+    probe = subprocess.run(["sh", "-c", "echo -1 > /proc/self/oom_score_adj"], capture_output=True)
+    if probe.returncode == 0:
+        return ""
+    return f'BinaryName = "{HERE / "runc-oom-clamp.sh"}"  # host denies negative oom_score_adj'
+
+
+def build_images(bins: Bins) -> list[Path]:
+    out = STATE / "images"
+    b = bins.images
+    busybox = Path(shutil.which("busybox") or "/bin/busybox")
+    label = {"org.opencontainers.image.source": "gpuconform localcluster (built from local files)"}
+    imgs = [
+        imagebuild.Image(IMAGES["pause"], ["/pause"], files=[("pause", b / "pause")], labels=label),
+        imagebuild.Image(IMAGES["plugin"], ["/usr/bin/nvidia-device-plugin"],
+                         files=[("usr/bin/nvidia-device-plugin", b / "gpu-device-plugin")], labels=label),
+        imagebuild.Image(IMAGES["probe"], ["/bin/sh"], files=imagebuild.busybox_files(busybox)
+                         + [("usr/bin/nvidia-smi", b / "nvidia-smi")], labels=label),
+        # Like NVIDIA's cuda-sample image: the default command runs the sample, as a non-root user.
+        imagebuild.Image(IMAGES["vectoradd"], [], cmd=["/cuda-samples/vectorAdd"],
+                         files=[("cuda-samples/vectorAdd", b / "vectoradd")], labels=label, user="1000:1000"),
+    ]
+    return [imagebuild.write_archive(i, out / (i.name.rsplit("/", 1)[-1].replace(":", "_") + ".tar")) for i in imgs]
+
+
+def ctr(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return sh("ctr", "--address", str(CTRD_SOCK), "--namespace", "k8s.io", *args, check=check)
+
+
+def import_images(archives: list[Path]) -> None:
+    for a in archives:
+        ctr("images", "import", str(a))
+    say(f"imported {len(archives)} images into containerd: {', '.join(IMAGES.values())}")
+
+
+def write_hardware() -> None:
+    """The simulated GPUs: what NVML would enumerate on this host (device nodes + a description)."""
+    (GPU_SIM / "dev").mkdir(parents=True, exist_ok=True)
+    (GPU_SIM / "run").mkdir(parents=True, exist_ok=True)
+    gpus = []
+    for i in range(GPUS):
+        node = GPU_SIM / "dev" / f"nvidia{i}"
+        if not node.exists():
+            os.mknod(node, 0o666 | 0o020000, os.makedev(1, 3))  # a char device with /dev/null's numbers
+        gpus.append({"index": i, "minor": i, "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{NODE_NAME}/gpu{i}')}",
+                     "name": GPU_PRODUCT, "pciBusId": f"00000000:{0x07 + i * 8:02X}:00.0", "numaNode": 0,
+                     "memoryTotalMiB": 40960})
+    (GPU_SIM / "hardware.json").write_text(json.dumps(
+        {"driverVersion": DRIVER, "cudaVersion": CUDA, "gpus": gpus}, indent=1))
+
+
+def start_node(bins: Bins, ip: str, kubectl: Kubectl, policy: str = "single-numa-node") -> None:
+    start("containerd", ["containerd", "--config", str(containerd_config())])
+    wait_for("containerd socket", lambda: ctr("version", check=False).returncode == 0, 30, "containerd")
+    import_images(build_images(bins))
+    write_hardware()
+    start_kubelet(bins, ip, kubectl, policy)
+
+
+def start_kubelet(bins: Bins, ip: str, kubectl: Kubectl, policy: str) -> None:
+    write_kubelet_config(ip, policy)
+    start("kubelet", [bins["kubelet"], f"--config={STATE / 'kubelet.yaml'}",
+                      f"--kubeconfig={PKI / 'kubelet.kubeconfig'}", f"--hostname-override={NODE_NAME}",
+                      f"--node-ip={ip}", f"--root-dir={KUBELET_ROOT}", "--v=1"])
+    wait_for(f"node {NODE_NAME} Ready", lambda: node_ready(kubectl, NODE_NAME), 120, "kubelet")
+
+
+def write_kubelet_config(ip: str, policy: str) -> None:
+    (STATE / "kubelet.yaml").write_text(json.dumps({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                           "x509": {"clientCAFile": str(PKI / "ca.crt")}},
+        "authorization": {"mode": "Webhook"},
+        "tlsCertFile": str(PKI / "kubelet-serving.crt"), "tlsPrivateKeyFile": str(PKI / "kubelet-serving.key"),
+        "containerRuntimeEndpoint": f"unix://{CTRD_SOCK}",
+        "cgroupDriver": "cgroupfs",
+        "cpuManagerPolicy": "static", "reservedSystemCPUs": "0",
+        "topologyManagerPolicy": policy, "topologyManagerScope": "container",
+        "failSwapOn": False, "clusterDomain": "cluster.local", "serializeImagePulls": False,
+        # Images exist only locally: never garbage-collect them.
+        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
+                         "nodefs.inodesFree": "1%"},
+        "nodeStatusUpdateFrequency": "5s",
+    }, indent=1))
+
+
+def node_ready(kubectl: Kubectl, name: str) -> bool:
+    out = kubectl("get", "node", name, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}", check=False)
+    return out.strip() == "True"
+
+
+def gfd_labels(count: int, product: str = GPU_PRODUCT, replicas: int = 1) -> dict[str, str]:
+    return {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": str(count),
+            "nvidia.com/gpu.product": product.replace(" ", "-"), "nvidia.com/gpu.replicas": str(replicas),
+            "nvidia.com/gpu.sharing-strategy": "none", "nvidia.com/mig.strategy": "none",
+            "nvidia.com/gpu.memory": "40960", "nvidia.com/gpu.family": "ampere",
+            "nvidia.com/cuda.driver-version.full": DRIVER, "nvidia.com/cuda.runtime-version.full": CUDA}
+
+
+def plugin_objects(config: dict) -> list[dict]:
+    labels = {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/part-of": "gpuconform-localcluster"}
+    hp = lambda name, path: {"name": name, "hostPath": {"path": path, "type": "Directory"}}  # noqa: E731
+    return [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": PLUGIN_CM, "namespace": PLUGIN_NS,
+                                                               "labels": labels},
+         "data": {"config.yaml": json.dumps(config, indent=1)}},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet",
+         "metadata": {"name": PLUGIN_DS, "namespace": PLUGIN_NS, "labels": labels},
+         "spec": {
+             "selector": {"matchLabels": {"name": "nvidia-device-plugin-ds"}},
+             "updateStrategy": {"type": "RollingUpdate"},
+             "template": {
+                 "metadata": {"labels": {"name": "nvidia-device-plugin-ds", **labels}},
+                 "spec": {
+                     "priorityClassName": "system-node-critical",
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                     # kwok nodes have no kubelet to register with; NVIDIA's chart selects GPU nodes the same way.
+                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                         "nodeSelectorTerms": [{"matchExpressions": [
+                             {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]},
+                             {"key": "type", "operator": "NotIn", "values": ["kwok"]}]}]}}},
+                     "containers": [{
+                         "name": "nvidia-device-plugin-ctr", "image": IMAGES["plugin"],
+                         "imagePullPolicy": "IfNotPresent",
+                         "args": ["--config=/etc/gpu-sim/config.yaml"],
+                         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+                         "securityContext": {"privileged": True},
+                         "volumeMounts": [
+                             {"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"},
+                             {"name": "gpu-sim", "mountPath": str(GPU_SIM)},
+                             {"name": "config", "mountPath": "/etc/gpu-sim", "readOnly": True}]}],
+                     "volumes": [hp("device-plugin", "/var/lib/kubelet/device-plugins"), hp("gpu-sim", str(GPU_SIM)),
+                                 {"name": "config", "configMap": {"name": PLUGIN_CM}}],
+                 }}}},
+    ]
+
+
+HEALTHY_PLUGIN = {"resourceName": RESOURCE, "socketName": "nvidia-gpu.sock"}
+
+
+def deploy_plugin(kubectl: Kubectl, config: dict | None = None) -> None:
+    kubectl("label", "node", NODE_NAME, "--overwrite", *(f"{k}={v}" for k, v in gfd_labels(GPUS).items()))
+    kubectl.apply(*plugin_objects(config or HEALTHY_PLUGIN))
+
+
+def allocatable(kubectl: Kubectl, node: str) -> tuple[str, str]:
+    n = kubectl.json("get", "node", node)["status"]
+    return n.get("capacity", {}).get(RESOURCE, ""), n.get("allocatable", {}).get(RESOURCE, "")
+
+
+def registration_metric(kubectl: Kubectl, node: str = NODE_NAME) -> float | None:
+    text = kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics", check=False)
+    for line in text.splitlines():
+        if line.startswith("kubelet_device_plugin_registration_total") and f'resource_name="{RESOURCE}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def wait_plugin_registered(kubectl: Kubectl) -> None:
+    wait_for(f"{RESOURCE}: {GPUS} allocatable on {NODE_NAME} (plugin registered)",
+             lambda: allocatable(kubectl, NODE_NAME) == (str(GPUS), str(GPUS)), 120, "kubelet")
+    wait_for("kubelet_device_plugin_registration_total via the node proxy",
+             lambda: registration_metric(kubectl) is not None, 60, "kubelet")
+
+
+# ---------------------------------------------------------------- kwok
+
+def kwok_node(i: int) -> dict:
+    name = f"kwok-gpu-{i}"
+    res = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "1Ti", RESOURCE: str(GPUS)}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name,
+                         "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                         "labels": {"type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                    "kubernetes.io/arch": "amd64", "node-pool": "kwok-gpu",
+                                    **gfd_labels(GPUS)}},
+            "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+            "status": {"capacity": res, "allocatable": res}}
+
+
+VECTORADD_OK = """[Vector addition of 50000 elements]
+Copy input data from the host memory to the CUDA device
+CUDA kernel launch with 196 blocks of 256 threads
+Copy output data from the CUDA device to the host memory
+Test PASSED
+Done
+"""
+
+
+def kwok_config() -> Path:
+    """kwok's default stages run pods to Running (Job pods to Succeeded); ClusterLogs serves `kubectl logs`."""
+    log = STATE / "kwok-vectoradd.log"
+    log.write_text(VECTORADD_OK)
+    cfg = STATE / "kwok.yaml"
+    cfg.write_text((HERE / "kwok-stages.yaml").read_text() + "---\n" + json.dumps(
+        {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs", "metadata": {"name": "gpu-sim-logs"},
+         "spec": {"logs": [{"containers": ["vectoradd"], "logsFile": str(log)}]}}) + "\n")
+    return cfg
+
+
+def start_kwok(bins: Bins, kubectl: Kubectl) -> None:
+    if KWOK_NODES <= 0:
+        return
+    start("kwok", [bins["kwok"], f"--kubeconfig={PKI / 'kwok.kubeconfig'}", "--manage-all-nodes=false",
+                   "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                   "--node-ip=127.0.0.1", f"--node-port={PORTS['kwok']}",
+                   f"--server-address=127.0.0.1:{PORTS['kwok']}",
+                   f"--tls-cert-file={PKI / 'kwok-serving.crt'}", f"--tls-private-key-file={PKI / 'kwok-serving.key'}",
+                   f"--config={kwok_config()}"])
+    kubectl.apply(*(kwok_node(i) for i in range(KWOK_NODES)))
+    for i in range(KWOK_NODES):
+        wait_for(f"kwok node kwok-gpu-{i} Ready", lambda i=i: node_ready(kubectl, f"kwok-gpu-{i}"), 60, "kwok")
+
+
+# ---------------------------------------------------------------- commands
+
+COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet", "kwok"]
+
+
+def up() -> None:
+    if os.geteuid() != 0:
+        raise BedError("the local test bed runs containerd and kubelet and needs root")
+    for tool in ("containerd", "runc", "ctr", "openssl", "ss"):
+        if not shutil.which(tool):
+            raise BedError(f"{tool} is not installed; run `make deps` (Debian packages) first")
+    bins = build()
+    ip = node_ip()
+    running = [c for c in COMPONENTS if pid_of(c)]
+    if not running:
+        for c in COMPONENTS:
+            (RUN / f"{c}.pid").unlink(missing_ok=True)
+        busy = {c: o for c, p in PORTS.items() if (o := port_owner(p))}
+        if busy:
+            raise BedError("ports needed by the test bed are in use by processes it did not start: "
+                           + "; ".join(f"{c} port {PORTS[c]}: {o}" for c, o in busy.items()))
+        cleaned = clean_host_state()
+        if cleaned:
+            say("cleaned leftovers of an earlier run: " + ", ".join(cleaned))
+        if (STATE / "etcd").exists() and not (PKI / "done").exists():
+            shutil.rmtree(STATE / "etcd")
+    elif len(running) < len(COMPONENTS):
+        say(f"partly running ({', '.join(running)}); starting the rest")
+    make_pki(ip)
+    kubectl = Kubectl(bins)
+    start_control_plane(bins, ip, kubectl)
+    start_node(bins, ip, kubectl, policy=read_state().get("topology_policy", "single-numa-node"))
+    if not read_state().get("fault"):
+        deploy_plugin(kubectl)
+        wait_plugin_registered(kubectl)
+    start_kwok(bins, kubectl)
+    mem = cluster_memory_mib()
+    say(f"cluster up in {time.monotonic() - T0:.0f}s; processes use {mem} MiB RSS; "
+        f"export KUBECONFIG={KUBECONFIG}")
+
+
+def down() -> None:
+    stopped = [c for c in reversed(COMPONENTS) if stop(c)]
+    cleaned = clean_host_state()
+    if STATE.exists():
+        for d in ("etcd", "run", "images", "containerd", "pki"):
+            shutil.rmtree(STATE / d, ignore_errors=True)
+        for f in ("kubeconfig", "state.json", "kubelet.yaml"):
+            (STATE / f).unlink(missing_ok=True)
+    if CTRD_ROOT.exists():
+        shutil.rmtree(CTRD_ROOT.parent, ignore_errors=True)
+    say(f"stopped {', '.join(stopped) or 'nothing (not running)'}; removed state"
+        + (f" ({', '.join(cleaned)})" if cleaned else ""))
+
+
+def cluster_memory_mib() -> int:
+    total = 0
+    pids = [p for c in COMPONENTS if (p := pid_of(c))]
+    pids += [int(p) for p in sh("pgrep", "-f", f"containerd-shim.*{CTRD_SOCK}", check=False).stdout.split()]
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except FileNotFoundError:
+            pass
+    return total // 1024
+
+
+def status() -> int:
+    ok = True
+    for c in COMPONENTS:
+        pid = pid_of(c)
+        ok &= bool(pid) or (c == "kwok" and KWOK_NODES <= 0)
+        print(f"{c:24} {'running (pid %d)' % pid if pid else 'stopped'}")
+    if pid_of("kube-apiserver"):
+        bins = build_quiet()
+        if bins:
+            print(Kubectl(bins)("get", "nodes", "-o", "custom-columns=NODE:.metadata.name,READY:.status.conditions[-1:].status,"
+                    "GPU_CAPACITY:.status.capacity.nvidia\\.com/gpu,GPU_ALLOCATABLE:.status.allocatable.nvidia\\.com/gpu",
+                    check=False), end="")
+    st = read_state()
+    print(f"fault: {st.get('fault') or 'none'}; memory: {cluster_memory_mib()} MiB RSS; kubeconfig: {KUBECONFIG}")
+    return 0 if ok else 1
+
+
+def build_quiet() -> Bins | None:
+    out = subprocess.run([str(HERE / "build.sh")], capture_output=True, text=True)
+    if out.returncode:
+        return None
+    dirs = dict(line.split("=", 1) for line in out.stdout.split())
+    return Bins(Path(dirs["K8S_BIN"]), Path(dirs["KWOK_BIN"]), Path(dirs["IMAGES_BIN"]))
+
+
+def read_state() -> dict:
+    try:
+        return json.loads((STATE / "state.json").read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def write_state(**kv) -> None:
+    STATE.mkdir(parents=True, exist_ok=True)
+    (STATE / "state.json").write_text(json.dumps({**read_state(), **kv}))
+
+
+def main(argv: list[str]) -> int:
+    import faults  # noqa: PLC0415 - faults imports this module
+
+    cmds = {"up": up, "down": down, "status": status, "faults": faults.list_faults,
+            "fault-clear": faults.clear}
+    try:
+        if len(argv) == 2 and argv[0] == "fault":
+            return faults.apply(argv[1]) or 0
+        if len(argv) != 1 or argv[0] not in cmds:
+            raise BedError(f"usage: cluster.py {{{'|'.join(cmds)}|fault NAME}}")
+        return cmds[argv[0]]() or 0
+    except BedError as e:
+        print(f"localcluster: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,165 @@
+"""Named faults for the local test bed: each breaks the cluster the way a row of shared/FAULTS.md describes.
+
+Faults act only through real interfaces: the simulated plugin's ConfigMap (what a misbehaving plugin does),
+the kubelet's config file and restarts, node labels/taints (what GFD or an operator would set), and
+containerd's image store. `fault-clear` restores the healthy state; applying a fault clears the previous one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import cluster as c
+
+
+@dataclass(frozen=True)
+class Fault:
+    row: str  # the FAULTS.md row (or contract line) it reproduces
+    summary: str
+    plugin: dict = field(default_factory=dict)  # plugin config "faults" (and top-level keys under "_top")
+    kubelet_reset: bool = False  # restart the kubelet with its device checkpoint removed
+    drop_resource: bool = False  # remove the resource from node status after the reset
+    labels: dict = field(default_factory=dict)
+    taint: str = ""
+    policy: str = ""  # kubelet topologyManagerPolicy
+    remove_image: str = ""
+
+
+ALL_NUMA1 = {str(i): 1 for i in range(c.GPUS)}
+
+FAULTS: dict[str, Fault] = {
+    "not-registered": Fault("F1", "plugin pod Running but never registers (failOnInitError=false style); "
+                            "the resource is absent from node capacity",
+                            plugin={"neverRegister": True}, kubelet_reset=True, drop_resource=True),
+    "capacity-zero": Fault("F2", "kubelet restarted and the plugin did not re-register: capacity/allocatable 0 "
+                           "while the plugin pod is Running", plugin={"neverRegister": True}, kubelet_reset=True),
+    "unhealthy-device": Fault("F3", "GPU 1 reported Unhealthy (like an XID error): capacity 4, allocatable 3",
+                              plugin={"unhealthyDevices": [1]}),
+    "over-advertised": Fault("F4", "plugin advertises 2 phantom devices: 6 advertised, 4 physical",
+                             plugin={"extraDevices": 2}),
+    "admission-error": Fault("F5", "Allocate fails, so the kubelet rejects GPU pods with UnexpectedAdmissionError",
+                             plugin={"allocateError": "simulated: device allocation failed (driver busy)"}),
+    "wrong-numa": Fault("F6", "every GPU reported on NUMA node 1, which this host lacks: single-numa-node "
+                        "rejects Guaranteed GPU pods with TopologyAffinityError", plugin={"numaOverride": ALL_NUMA1}),
+    "crashloop": Fault("F8", "plugin exits at start: CrashLoopBackOff with a termination message",
+                       plugin={"crashAtStart": True}),
+    "sharing-not-applied": Fault("F10", "GFD labels say time-slicing with 4 replicas but the plugin advertises "
+                                 "1 per GPU", labels={"nvidia.com/gpu.replicas": "4",
+                                                      "nvidia.com/gpu.sharing-strategy": "time-slicing",
+                                                      "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-SHARED"}),
+    "not-injected": Fault("F12", "Allocate grants devices but injects none (stale checkpoint style): the pod "
+                          "sees no GPU", plugin={"skipInjection": True}),
+    "old-driver": Fault("F13", "host driver 470 is too old for the CUDA 12 workload",
+                        plugin={"_top": {"driverVersion": "470.82.01"}}),
+    "image-missing": Fault("F14", "the vector-add image is missing and cannot be pulled (air-gapped)",
+                           remove_image=c.IMAGES["vectoradd"]),
+    "untolerated-taint": Fault("F15", "the GPU node carries a taint the suite does not tolerate",
+                               taint="gpuconform.dev/maintenance=true:NoSchedule"),
+    "slow-allocate": Fault("latency", "Allocate sleeps 2.5 s, so pod start latency exceeds thresholds",
+                           plugin={"allocateDelayMs": 2500}),
+    "topology-policy-none": Fault("topology", "kubelet topologyManagerPolicy is none instead of single-numa-node",
+                                  policy="none"),
+}
+
+
+def list_faults() -> int:
+    print(f"{'NAME':22} {'ROW':9} WHAT IT DOES")
+    for name, f in FAULTS.items():
+        print(f"{name:22} {f.row:9} {f.summary}")
+    print(f"\napply: make fault NAME=<name>   restore: make fault-clear   current: {c.read_state().get('fault') or 'none'}")
+    return 0
+
+
+def _ctx() -> tuple[c.Bins, c.Kubectl, str]:
+    if not c.pid_of("kube-apiserver") or not c.pid_of("kubelet"):
+        raise c.BedError("the local cluster is not running; run `make cluster-up` first")
+    bins = c.build_quiet()
+    if bins is None:
+        raise c.BedError("test-bed binaries are not built; run `make cluster-up` first")
+    return bins, c.Kubectl(bins), c.node_ip()
+
+
+def _plugin_config(f: Fault | None) -> dict:
+    cfg = dict(c.HEALTHY_PLUGIN)
+    if f and f.plugin:
+        knobs = dict(f.plugin)
+        cfg.update(knobs.pop("_top", {}))
+        if knobs:
+            cfg["faults"] = knobs
+    return cfg
+
+
+def _restart_plugin(kubectl: c.Kubectl, f: Fault | None) -> None:
+    kubectl.apply(*c.plugin_objects(_plugin_config(f)))
+    kubectl("delete", "pod", "-n", c.PLUGIN_NS, "-l", "name=nvidia-device-plugin-ds", "--wait=true",
+            "--grace-period=5")
+
+    def started() -> bool:
+        pods = kubectl.json("get", "pods", "-n", c.PLUGIN_NS, "-l", "name=nvidia-device-plugin-ds")["items"]
+        for p in pods:
+            if p["metadata"].get("deletionTimestamp"):
+                continue
+            for cs in p.get("status", {}).get("containerStatuses", []):
+                if cs.get("state", {}).get("running") or cs.get("restartCount", 0) > 0:
+                    return True
+        return False
+
+    c.wait_for("the plugin pod to start with its new config", started, 90, "kubelet")
+
+
+def _restart_kubelet(bins: c.Bins, kubectl: c.Kubectl, ip: str, policy: str, wipe_checkpoint: bool) -> None:
+    c.stop("kubelet")
+    if wipe_checkpoint:
+        (c.KUBELET_ROOT / "device-plugins" / "kubelet_internal_checkpoint").unlink(missing_ok=True)
+    c.start_kubelet(bins, ip, kubectl, policy)
+
+
+def clear(quiet: bool = False) -> int:
+    bins, kubectl, ip = _ctx()
+    st = c.read_state()
+    prev = FAULTS.get(st.get("fault") or "")
+    kubectl("label", "node", c.NODE_NAME, "--overwrite", *(f"{k}={v}" for k, v in c.gfd_labels(c.GPUS).items()))
+    kubectl("taint", "node", c.NODE_NAME, "gpuconform.dev/maintenance-", check=False)
+    if prev and prev.remove_image:
+        c.import_images(c.build_images(bins))
+    if st.get("topology_policy", "single-numa-node") != "single-numa-node":
+        _restart_kubelet(bins, kubectl, ip, "single-numa-node", wipe_checkpoint=False)
+    c.write_state(fault=None, topology_policy="single-numa-node")
+    _restart_plugin(kubectl, None)
+    c.wait_plugin_registered(kubectl)
+    if not quiet:
+        c.say("healthy state restored")
+    return 0
+
+
+def apply(name: str) -> int:
+    f = FAULTS.get(name)
+    if f is None:
+        raise c.BedError(f"unknown fault {name!r}; `make faults` lists them: {', '.join(FAULTS)}")
+    if c.read_state().get("fault"):
+        clear(quiet=True)
+    bins, kubectl, ip = _ctx()
+    c.write_state(fault=name)
+    if f.plugin:
+        _restart_plugin(kubectl, f)
+    if f.kubelet_reset:
+        _restart_kubelet(bins, kubectl, ip, "single-numa-node", wipe_checkpoint=True)
+        c.wait_for(f"{c.RESOURCE} capacity 0 after the kubelet restart",
+                   lambda: c.allocatable(kubectl, c.NODE_NAME) in {("0", "0"), ("", "")}, 60, "kubelet")
+    if f.drop_resource:
+        key = c.RESOURCE.replace("/", "~1")
+        patch = [{"op": "remove", "path": f"/status/{k}/{key}"} for k in ("capacity", "allocatable")]
+        kubectl("patch", "node", c.NODE_NAME, "--subresource=status", "--type=json", "-p", json.dumps(patch))
+    if f.labels:
+        kubectl("label", "node", c.NODE_NAME, "--overwrite", *(f"{k}={v}" for k, v in f.labels.items()))
+    if f.taint:
+        kubectl("taint", "node", c.NODE_NAME, f.taint, "--overwrite")
+    if f.policy:
+        c.write_state(topology_policy=f.policy)
+        _restart_kubelet(bins, kubectl, ip, f.policy, wipe_checkpoint=False)
+        c.wait_plugin_registered(kubectl)
+    if f.remove_image:
+        c.ctr("images", "rm", f.remove_image)
+    c.say(f"fault {name} ({f.row}) applied: {f.summary}")
+    return 0

@@ -1,0 +1,153 @@
+// Package hw describes the simulated GPU hardware of a test-bed node: the hardware.json file the
+// test bed writes under GPU_SIM_ROOT, and the per-device info files the device plugin writes for
+// injection into containers.
+package hw
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// DefaultRoot is the host directory holding the simulated hardware (overridable with $GPU_SIM_ROOT).
+const DefaultRoot = "/var/lib/gpu-sim"
+
+// Root returns $GPU_SIM_ROOT, or DefaultRoot when unset or empty.
+func Root() string {
+	if r := os.Getenv("GPU_SIM_ROOT"); r != "" {
+		return r
+	}
+	return DefaultRoot
+}
+
+// HardwarePath is <root>/hardware.json.
+func HardwarePath(root string) string { return filepath.Join(root, "hardware.json") }
+
+// DevNodePath is <root>/dev/nvidia<minor>: the host-side device node of a GPU.
+func DevNodePath(root string, minor int) string {
+	return filepath.Join(root, "dev", "nvidia"+strconv.Itoa(minor))
+}
+
+// InfoPath is <root>/run/<uuid>.json: the per-device file the plugin writes and mounts.
+func InfoPath(root, uuid string) string { return filepath.Join(root, "run", uuid+".json") }
+
+// ContainerInfoDir is where device info files are mounted inside a container.
+const ContainerInfoDir = "/run/gpu-sim"
+
+// ContainerInfoPath is /run/gpu-sim/<uuid>.json.
+func ContainerInfoPath(uuid string) string { return ContainerInfoDir + "/" + uuid + ".json" }
+
+// ContainerDevPath is /dev/nvidia<minor>.
+func ContainerDevPath(minor int) string { return "/dev/nvidia" + strconv.Itoa(minor) }
+
+// GPU is one entry of hardware.json's "gpus".
+type GPU struct {
+	Index          int    `json:"index"`
+	UUID           string `json:"uuid"`
+	Name           string `json:"name"`
+	PCIBusID       string `json:"pciBusId"`
+	NUMANode       int    `json:"numaNode"`
+	MemoryTotalMiB int    `json:"memoryTotalMiB"`
+	Minor          int    `json:"minor"`
+}
+
+// Hardware is the content of hardware.json.
+type Hardware struct {
+	DriverVersion string `json:"driverVersion"`
+	CUDAVersion   string `json:"cudaVersion"`
+	GPUs          []GPU  `json:"gpus"`
+}
+
+// Parse decodes and validates hardware.json. GPUs come back sorted by index.
+func Parse(data []byte) (*Hardware, error) {
+	var h Hardware
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&h); err != nil {
+		return nil, fmt.Errorf("parse hardware: %w", err)
+	}
+	seenIdx := map[int]bool{}
+	seenUUID := map[string]bool{}
+	seenMinor := map[int]bool{}
+	for _, g := range h.GPUs {
+		switch {
+		case !strings.HasPrefix(g.UUID, "GPU-"):
+			return nil, fmt.Errorf("parse hardware: gpu index %d: uuid %q does not start with GPU-", g.Index, g.UUID)
+		case g.Index < 0 || g.Minor < 0:
+			return nil, fmt.Errorf("parse hardware: gpu %s: negative index or minor", g.UUID)
+		case seenIdx[g.Index]:
+			return nil, fmt.Errorf("parse hardware: duplicate gpu index %d", g.Index)
+		case seenUUID[g.UUID]:
+			return nil, fmt.Errorf("parse hardware: duplicate gpu uuid %s", g.UUID)
+		case seenMinor[g.Minor]:
+			return nil, fmt.Errorf("parse hardware: duplicate gpu minor %d", g.Minor)
+		}
+		seenIdx[g.Index], seenUUID[g.UUID], seenMinor[g.Minor] = true, true, true
+	}
+	sort.Slice(h.GPUs, func(i, j int) bool { return h.GPUs[i].Index < h.GPUs[j].Index })
+	return &h, nil
+}
+
+// Load reads and parses a hardware.json file.
+func Load(path string) (*Hardware, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	h, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return h, nil
+}
+
+// DeviceInfo is the per-device file the plugin writes to <root>/run/<uuid>.json and mounts at
+// /run/gpu-sim/<uuid>.json: the GPU's hardware entry plus the effective driver and CUDA versions.
+type DeviceInfo struct {
+	GPU
+	DriverVersion string `json:"driverVersion"`
+	CUDAVersion   string `json:"cudaVersion"`
+}
+
+// ParseDeviceInfo decodes one device info file.
+func ParseDeviceInfo(data []byte) (*DeviceInfo, error) {
+	var d DeviceInfo
+	if err := json.Unmarshal(data, &d); err != nil {
+		return nil, err
+	}
+	if d.UUID == "" {
+		return nil, fmt.Errorf("device info has no uuid")
+	}
+	return &d, nil
+}
+
+// MarshalDeviceInfo encodes a device info file (indented, with a trailing newline).
+func MarshalDeviceInfo(d DeviceInfo) []byte {
+	b, _ := json.MarshalIndent(d, "", "  ") // plain struct of strings and ints: cannot fail
+	return append(b, '\n')
+}
+
+// PhantomUUID returns the ID of the n-th (0-based) phantom device advertised beyond the hardware:
+// "GPU-" + the first 16 bytes of sha1("gpu-sim-phantom-<n>") laid out as a UUID, with the
+// version nibble set to 5 and the RFC 4122 variant bits. Deterministic across restarts and nodes.
+func PhantomUUID(n int) string {
+	s := sha1.Sum([]byte("gpu-sim-phantom-" + strconv.Itoa(n)))
+	s[6] = s[6]&0x0f | 0x50
+	s[8] = s[8]&0x3f | 0x80
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", s[0:4], s[4:6], s[6:8], s[8:10], s[10:16])
+}
+
+// DriverMajor returns the leading integer of a driver version such as "550.54.15".
+func DriverMajor(version string) (int, error) {
+	head, _, _ := strings.Cut(strings.TrimSpace(version), ".")
+	n, err := strconv.Atoi(head)
+	if err != nil {
+		return 0, fmt.Errorf("driver version %q: no numeric major version", version)
+	}
+	return n, nil
+}
