@@ -106,11 +106,12 @@ class Cluster:
     source: str  # "kubeconfig /path (context x)" | "in-cluster service account"
     request_timeout: float
 
-    def raw_get(self, path: str) -> str:
-        """GET a raw path (node proxy: metrics, configz) as text."""
-        resp = self.api.call_api(path, "GET", auth_settings=["BearerToken"], response_type="str",
-                                 _preload_content=False, _request_timeout=self.request_timeout)
-        return resp[0].data.decode("utf-8", errors="replace")
+    def kubelet_get(self, node: str, path: str) -> str:
+        """GET /api/v1/nodes/NODE/proxy/PATH (kubelet metrics, configz) as text."""
+        # Raw body: the generated client would parse JSON (configz) and hand back its Python repr.
+        resp = self.core.connect_get_node_proxy_with_path(node, path, _request_timeout=self.request_timeout,
+                                                          _preload_content=False)
+        return resp.data.decode("utf-8", errors="replace")
 
 
 def connect(kubeconfig: str | None, context: str | None, qps: float, burst: int, request_timeout: float) -> Cluster:

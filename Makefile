@@ -1,0 +1,60 @@
+# gpuconform: `make demo` and `make test` do all set-up on a fresh machine (Debian 12, root, Go, Python 3.11).
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTEST := $(VENV)/bin/pytest
+export KUBECONFIG := $(CURDIR)/.localcluster/kubeconfig
+SUITE_ARGS := --gpuconform-config localcluster/gpuconform.yaml
+APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static openssl iproute2
+
+.PHONY: help deps cluster-up cluster-down cluster-status faults fault fault-clear test unit demo suite cleanup
+
+help:
+	@echo "make demo | test | cluster-up | cluster-down | cluster-status | faults | fault NAME=... | fault-clear | cleanup"
+
+deps: $(VENV)/.installed
+	@for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; fi
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e .
+	touch $@
+
+cluster-up: deps
+	python3 localcluster/cluster.py up
+
+cluster-down:
+	python3 localcluster/cluster.py down
+
+cluster-status:
+	@python3 localcluster/cluster.py status
+
+faults:
+	@python3 localcluster/cluster.py faults
+
+fault:
+	@test -n "$(NAME)" || { echo "usage: make fault NAME=<name> (see make faults)"; exit 2; }
+	python3 localcluster/cluster.py fault $(NAME)
+
+fault-clear:
+	python3 localcluster/cluster.py fault-clear
+
+# The suite's own tests: unit, pytester, and end-to-end against the local test bed (healthy run + fault matrix).
+test: cluster-up
+	$(PYTEST) testing -p no:cacheprovider
+
+unit: deps
+	$(PYTEST) testing/unit testing/plugin -p no:cacheprovider
+
+# The conformance suite against the local cluster, with the report.
+suite:
+	mkdir -p reports
+	$(PYTEST) tests $(SUITE_ARGS) --html reports/report.html --self-contained-html \
+	  --junitxml reports/junit.xml --gpuconform-summary reports/summary.json
+
+demo: cluster-up suite
+
+cleanup: deps
+	$(PY) -m fixtures.plugin
