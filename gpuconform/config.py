@@ -125,6 +125,8 @@ def _merge(base: dict, over: dict, where: str, sources: dict, prefix: str = "") 
 
 
 def _coerce(value: str, default: Any) -> Any:
+    if default == "auto" and re.fullmatch(r"\d+", value):  # keys that take auto or a number
+        return int(value)
     if isinstance(default, bool):
         return value.lower() in ("1", "true", "yes", "on")
     if isinstance(default, (list, dict)):

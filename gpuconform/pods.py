@@ -140,13 +140,14 @@ def classify(pod: dict, events: list[dict], free_on_node: int | None = None) -> 
             if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message"):
                 text = c["message"]
         if text:
-            if re.search(r"untolerated taint", text):
-                return PodProblem("GPU-F15-UNTOLERATED-TAINT", f"pod {name} not scheduled on {node}: {text}")
+            # "Insufficient" first: the message lists every node, and other nodes' taints must not hide a busy GPU.
             if re.search(r"Insufficient [a-z0-9./-]+", text):
                 if free_on_node:
                     return PodProblem("GPU-F07-NOT-SCHEDULABLE", f"pod {name} not scheduled on {node} although "
                                       f"{free_on_node} GPU(s) looked free: {text}")
                 return PodProblem("GPU-F07-BUSY", f"pod {name} not scheduled on {node}: no free GPU ({text})")
+            if re.search(r"untolerated taint", text):
+                return PodProblem("GPU-F15-UNTOLERATED-TAINT", f"pod {name} not scheduled on {node}: {text}")
             return PodProblem("GPU-F07-NOT-SCHEDULABLE", f"pod {name} not scheduled on {node}: {text}")
     if st.get("phase") == "Failed" and reason:
         return PodProblem("ENV-API", f"pod {name} on {node} failed: {reason}: {message}")

@@ -24,6 +24,9 @@ class Fault:
     taint: str = ""
     policy: str = ""  # kubelet topologyManagerPolicy
     remove_image: str = ""
+    # node (capacity, allocatable) to wait for before the fault counts as applied; None = healthy counts,
+    # () = don't wait (the fault itself makes the counts unpredictable, e.g. a crash-looping plugin)
+    counts: tuple | None = None
 
 
 ALL_NUMA1 = {str(i): 1 for i in range(c.GPUS)}
@@ -35,15 +38,15 @@ FAULTS: dict[str, Fault] = {
     "capacity-zero": Fault("F2", "kubelet restarted and the plugin did not re-register: capacity/allocatable 0 "
                            "while the plugin pod is Running", plugin={"neverRegister": True}, kubelet_reset=True),
     "unhealthy-device": Fault("F3", "GPU 1 reported Unhealthy (like an XID error): capacity 4, allocatable 3",
-                              plugin={"unhealthyDevices": [1]}),
+                              plugin={"unhealthyDevices": [1]}, counts=(str(c.GPUS), str(c.GPUS - 1))),
     "over-advertised": Fault("F4", "plugin advertises 2 phantom devices: 6 advertised, 4 physical",
-                             plugin={"extraDevices": 2}),
+                             plugin={"extraDevices": 2}, counts=(str(c.GPUS + 2), str(c.GPUS + 2))),
     "admission-error": Fault("F5", "Allocate fails, so the kubelet rejects GPU pods with UnexpectedAdmissionError",
                              plugin={"allocateError": "simulated: device allocation failed (driver busy)"}),
     "wrong-numa": Fault("F6", "every GPU reported on NUMA node 1, which this host lacks: single-numa-node "
                         "rejects Guaranteed GPU pods with TopologyAffinityError", plugin={"numaOverride": ALL_NUMA1}),
     "crashloop": Fault("F8", "plugin exits at start: CrashLoopBackOff with a termination message",
-                       plugin={"crashAtStart": True}),
+                       plugin={"crashAtStart": True}, counts=()),
     "sharing-not-applied": Fault("F10", "GFD labels say time-slicing with 4 replicas but the plugin advertises "
                                  "1 per GPU", labels={"nvidia.com/gpu.replicas": "4",
                                                       "nvidia.com/gpu.sharing-strategy": "time-slicing",
@@ -145,11 +148,12 @@ def apply(name: str) -> int:
         _restart_plugin(kubectl, f)
     if f.kubelet_reset:
         _restart_kubelet(bins, kubectl, ip, "single-numa-node", wipe_checkpoint=True)
-        c.wait_for(f"{c.RESOURCE} capacity 0 after the kubelet restart",
-                   lambda: c.allocatable(kubectl, c.NODE_NAME) in {("0", "0"), ("", "")}, 60, "kubelet")
-    if f.drop_resource:
+        # The kubelet zeroes extended resources on re-registration only in some restart paths, and keeps the
+        # last node status otherwise; write the state a lost registration leaves behind (0, or gone) directly.
+        # No registered plugin means the kubelet never rewrites it.
         key = c.RESOURCE.replace("/", "~1")
-        patch = [{"op": "remove", "path": f"/status/{k}/{key}"} for k in ("capacity", "allocatable")]
+        patch = [{"op": "remove", "path": f"/status/{k}/{key}"} if f.drop_resource else
+                 {"op": "replace", "path": f"/status/{k}/{key}", "value": "0"} for k in ("capacity", "allocatable")]
         kubectl("patch", "node", c.NODE_NAME, "--subresource=status", "--type=json", "-p", json.dumps(patch))
     if f.labels:
         kubectl("label", "node", c.NODE_NAME, "--overwrite", *(f"{k}={v}" for k, v in f.labels.items()))
@@ -161,5 +165,11 @@ def apply(name: str) -> int:
         c.wait_plugin_registered(kubectl)
     if f.remove_image:
         c.ctr("images", "rm", f.remove_image)
+    want = f.counts if f.counts is not None else (str(c.GPUS), str(c.GPUS))
+    if want and not f.kubelet_reset:
+        # The kubelet publishes the plugin's new device list with its next status update: wait for it, so the
+        # suite sees the fault and not the restart's transient.
+        c.wait_for(f"{c.NODE_NAME} to advertise capacity/allocatable {want[0]}/{want[1]}",
+                   lambda: c.allocatable(kubectl, c.NODE_NAME) == want, 90, "kubelet")
     c.say(f"fault {name} ({f.row}) applied: {f.summary}")
     return 0

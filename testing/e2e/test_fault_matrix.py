@@ -1,0 +1,134 @@
+"""End-to-end: the conformance suite against the local test bed, healthy and broken on purpose.
+
+For the healthy cluster every check must pass. For each fault the bed can inject (localcluster/faults.py),
+the intended check must report the intended reason code, and every other check must either pass or report
+one of the codes that fault legitimately causes elsewhere (listed per fault below) - nothing else. The
+matrix is printed (fault -> check -> reason -> detected) and written to reports/fault-matrix.txt.
+
+Needs the local cluster (`make cluster-up`); skipped with a reason when it is not running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBECONFIG = ROOT / ".localcluster" / "kubeconfig"
+MATRIX_OUT = ROOT / "reports" / "fault-matrix.txt"
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
+                                                  reason="local cluster not running (make cluster-up)")]
+
+BUSY = "GPU-F07-BUSY"
+# fault -> ({check: expected code}, codes other checks may report because of the same fault)
+MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
+    "not-registered": ({"test_gpu_resource_is_in_node_capacity": "GPU-F01-NOT-REGISTERED",
+                        "test_advertised_gpus_match_the_hardware": "GPU-F01-NOT-REGISTERED",
+                        "test_kubelet_counts_the_plugin_registration": "GPU-F01-NOT-REGISTERED"}, {BUSY}),
+    "capacity-zero": ({"test_gpu_resource_is_in_node_capacity": "GPU-F02-CAPACITY-ZERO",
+                       "test_advertised_gpus_match_the_hardware": "GPU-F02-CAPACITY-ZERO"},
+                      {BUSY, "GPU-F01-NOT-REGISTERED"}),
+    "unhealthy-device": ({"test_advertised_gpus_match_the_hardware": "GPU-F03-UNHEALTHY-DEVICES"}, set()),
+    "over-advertised": ({"test_advertised_gpus_match_the_hardware": "GPU-F04-OVERADVERTISED"},
+                        {"GPU-F12-DEVICE-NOT-INJECTED"}),
+    "admission-error": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F05-UNEXPECTED-ADMISSION"},
+                        {"GPU-F05-UNEXPECTED-ADMISSION"}),
+    "wrong-numa": ({"test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": "GPU-F06-TOPOLOGY-AFFINITY"},
+                   {"GPU-F06-TOPOLOGY-AFFINITY"}),
+    "crashloop": ({"test_plugin_pod_is_ready_and_not_crash_looping": "GPU-F08-PLUGIN-CRASHLOOP"},
+                  {BUSY, "GPU-F02-CAPACITY-ZERO", "GPU-F03-UNHEALTHY-DEVICES", "GPU-F05-UNEXPECTED-ADMISSION",
+                   "GPU-F11-REGISTRATION-UNSTABLE"}),
+    "sharing-not-applied": ({"test_advertised_gpus_match_the_hardware": "GPU-F10-SHARING-MISMATCH"}, set()),
+    "not-injected": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F12-DEVICE-NOT-INJECTED",
+                      "test_pods_see_exactly_the_gpus_they_request": "GPU-F12-DEVICE-NOT-INJECTED"},
+                     {"GPU-F12-DEVICE-NOT-INJECTED", "GPU-NUMA-NA"}),
+    "old-driver": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F13-CUDA-FAILURE"}, set()),
+    "image-missing": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F14-IMAGE-PULL"}, set()),
+    "untolerated-taint": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F15-UNTOLERATED-TAINT"},
+                          {"GPU-F15-UNTOLERATED-TAINT"}),
+    "slow-allocate": ({"test_gpu_pod_start_latency_is_under_thresholds": "GPU-LATENCY-THRESHOLD"}, set()),
+    "topology-policy-none": ({"test_kubelet_topology_and_cpu_manager_policies_are_as_expected":
+                              "GPU-TOPOLOGY-POLICY"}, set()),
+}
+
+
+def bed(*args: str) -> None:
+    out = subprocess.run(["python3", str(ROOT / "localcluster" / "cluster.py"), *args], capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, f"cluster.py {' '.join(args)} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
+
+
+def run_suite(tmp: Path, *extra: str) -> tuple[int, dict]:
+    summary = tmp / "summary.json"
+    env = {**os.environ, "KUBECONFIG": str(KUBECONFIG)}
+    out = subprocess.run([sys.executable, "-m", "pytest", "tests", "-p", "no:cacheprovider", "-q",
+                          "--gpuconform-config", "localcluster/gpuconform.yaml", "--gpuconform-summary", str(summary),
+                          "--gpuconform-set", "burst.samples=1", *extra],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert summary.exists(), f"no summary written (exit {out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-2000:]}"
+    return out.returncode, json.loads(summary.read_text())
+
+
+def test_healthy_cluster_passes_every_check_and_leaves_nothing_behind(tmp_path):
+    bed("fault-clear")
+    rc, s = run_suite(tmp_path)
+    bad = [r for r in s["results"] if r["outcome"] != "passed"]
+    assert not bad, json.dumps(bad, indent=1)
+    assert rc == 0 and s["exit_status"] == 0
+    assert s["certified_nodes"] == s["gpu_nodes"] and s["gpu_nodes"]
+    assert_nothing_left_behind()
+
+
+def assert_nothing_left_behind() -> None:
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(str(KUBECONFIG)))
+    left = [ns.metadata.name for ns in api.list_namespace(label_selector="app.kubernetes.io/part-of=gpuconform").items
+            if ns.status.phase != "Terminating"]
+    assert not left, f"namespaces left behind: {left}"
+
+
+_matrix_rows: list[str] = []
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("fault", list(MATRIX))
+def test_fault_is_detected_by_its_check_with_its_reason_code(fault, tmp_path):
+    expected, allowed = MATRIX[fault]
+    bed("fault", fault)
+    try:
+        rc, s = run_suite(tmp_path)
+    finally:
+        bed("fault-clear")
+    by_check = {r["check"]: r for r in s["results"]}
+    problems = []
+    for check, code in expected.items():
+        r = by_check.get(check)
+        got = r and r["reason"]
+        detected = got == code and r["outcome"] != "passed"
+        _matrix_rows.append(f"{fault:22} {check:64} {code:32} {'detected' if detected else 'MISSED: ' + str(got)}")
+        if not detected:
+            problems.append(f"{check}: expected {code}, got {r['outcome'] if r else 'not run'} {got} "
+                            f"{r['message'] if r else ''}")
+    for r in s["results"]:
+        if r["check"] in expected or r["outcome"] == "passed":
+            continue
+        if r["reason"] not in allowed:
+            problems.append(f"misfire: {r['check']} {r['outcome']} {r['reason']}: {r['message'][:300]}")
+    assert rc != 0, "the suite exited 0 on a broken cluster"
+    assert not problems, "\n".join(problems)
+
+
+def teardown_module(module):
+    if _matrix_rows:
+        text = "fault                  check                                                            " \
+               "reason code                      result\n" + "\n".join(_matrix_rows) + "\n"
+        MATRIX_OUT.parent.mkdir(exist_ok=True)
+        MATRIX_OUT.write_text(text)
+        print("\n" + text)

@@ -1,0 +1,295 @@
+"""counts: expected GPU counts from GFD labels/config and the verdicts for what a node advertises."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from gpuconform import config as gconfig
+from gpuconform.counts import (Expectation, check_counts, expectation, free_gpus, pod_request, stale_resources,
+                               unhealthy_from_log)
+
+UUID_A = "GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901"
+UUID_B = "GPU-8c4f2a1e-0d3b-4e5f-a617-2b8c9d0e1f23"
+
+
+def cfg(**nodes) -> dict:
+    d = copy.deepcopy(gconfig.DEFAULTS)
+    d["nodes"].update(nodes)
+    return d
+
+
+def node(name="gpu-a", labels=None, capacity=None, allocatable=None) -> dict:
+    """Shaped like `kubectl get node -o json` (quantities are strings)."""
+    base = {"cpu": "32", "memory": "263921616Ki", "pods": "110", "ephemeral-storage": "100Gi",
+            "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                              **(labels or {})}},
+        "spec": {},
+        "status": {"capacity": {**base, **(capacity or {})},
+                   "allocatable": {**base, **(allocatable if allocatable is not None else capacity or {})}},
+    }
+
+
+GFD4 = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "4",
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "nvidia.com/mig.strategy": "none"}
+TS4 = {**GFD4, "nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4",
+       "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-SHARED"}
+
+
+# ---------------------------------------------------------------- expectation()
+
+def test_expectation_from_gfd_count():
+    e = expectation(node(labels=GFD4), cfg())
+    assert (e.resource, e.physical, e.replicas, e.advertised) == ("nvidia.com/gpu", 4, 1, 4)
+    assert "nvidia.com/gpu.count=4" in e.source
+    assert e.mig_strategy == "none"
+
+
+def test_expectation_time_slicing_multiplies_replicas():
+    e = expectation(node(labels=TS4), cfg())
+    assert (e.physical, e.replicas, e.advertised) == (4, 4, 16)
+    assert e.resource == "nvidia.com/gpu"
+
+
+def test_expectation_sharing_none_ignores_replicas_label():
+    labels = {**GFD4, "nvidia.com/gpu.sharing-strategy": "none", "nvidia.com/gpu.replicas": "4"}
+    assert expectation(node(labels=labels), cfg()).advertised == 4
+
+
+def test_expectation_configured_replicas_override_labels():
+    c = cfg()
+    c["sharing"].update({"strategy": "time-slicing", "replicas": 2})
+    e = expectation(node(labels=GFD4), c)
+    assert (e.replicas, e.advertised) == (2, 8)
+
+
+def test_expectation_renamed_shared_resource():
+    c = cfg()
+    c["sharing"]["renamed"] = True
+    assert expectation(node(labels=TS4), c).resource == "nvidia.com/gpu.shared"
+    # renamed only applies when sharing is on
+    assert expectation(node(labels=GFD4), c).resource == "nvidia.com/gpu"
+
+
+def test_expectation_without_count_label_is_unknown():
+    e = expectation(node(name="bare", labels={"nvidia.com/gpu.present": "true"}), cfg())
+    assert e.physical is None and e.advertised is None
+    assert "bare" in e.source and "nodes.expectedGpus" in e.source
+
+
+def test_expectation_expected_gpus_int_beats_labels():
+    e = expectation(node(labels=GFD4), cfg(expectedGpus=8))
+    assert e.physical == 8 and "nodes.expectedGpus=8" in e.source
+
+
+def test_expectation_expected_gpus_per_pool():
+    c = cfg(expectedGpus={"a100": 8, "l4": 1}, poolLabel="pool")
+    assert expectation(node(labels={**GFD4, "pool": "l4"}), c).physical == 1
+    assert expectation(node(labels={**GFD4, "pool": "a100"}), c).physical == 8
+    e = expectation(node(labels={**GFD4, "pool": "h100"}), c)
+    assert e.physical is None
+    assert "'h100'" in e.source and "pool" in e.source
+
+
+# ---------------------------------------------------------------- check_counts()
+
+def codes(findings):
+    return [f.code for f in findings]
+
+
+def test_healthy_node_has_no_findings():
+    n = node(labels=GFD4, capacity={"nvidia.com/gpu": "4"})
+    assert check_counts(n, expectation(n, cfg())) == []
+
+
+def test_resource_absent_is_not_registered():
+    n = node(name="gpu-b", labels=GFD4, capacity={"example.com/fpga": "1"})
+    f = check_counts(n, expectation(n, cfg()))
+    assert codes(f) == ["GPU-F01-NOT-REGISTERED"]
+    msg = f[0].message
+    assert msg.startswith("gpu-b:") and "nvidia.com/gpu is absent" in msg
+    assert "example.com/fpga" in msg and "hugepages" not in msg
+    assert "gpu.count=4" in msg
+
+
+def test_capacity_zero():
+    n = node(name="gpu-c", labels=GFD4, capacity={"nvidia.com/gpu": "0"})
+    f = check_counts(n, expectation(n, cfg()))
+    assert codes(f) == ["GPU-F02-CAPACITY-ZERO"]
+    assert "gpu-c" in f[0].message and "capacity=0" in f[0].message and "expected 4" in f[0].message
+
+
+def test_allocatable_zero_with_capacity_is_capacity_zero():
+    n = node(labels=GFD4, capacity={"nvidia.com/gpu": "4"}, allocatable={"nvidia.com/gpu": "0"})
+    f = check_counts(n, expectation(n, cfg()))
+    assert codes(f) == ["GPU-F02-CAPACITY-ZERO"]
+    assert "capacity=4 allocatable=0" in f[0].message
+
+
+def test_zero_expected_zero_advertised_is_fine():
+    n = node(labels=GFD4, capacity={"nvidia.com/gpu": "0"})
+    assert check_counts(n, expectation(n, cfg(expectedGpus=0))) == []
+
+
+def test_unhealthy_devices_with_ids():
+    n = node(name="gpu-d", labels=GFD4, capacity={"nvidia.com/gpu": "4"}, allocatable={"nvidia.com/gpu": "3"})
+    f = check_counts(n, expectation(n, cfg()), [UUID_A])
+    assert codes(f) == ["GPU-F03-UNHEALTHY-DEVICES"]
+    m = f[0].message
+    assert "gpu-d" in m and "1 of 4" in m and "capacity=4, allocatable=3" in m and UUID_A in m
+
+
+def test_unhealthy_devices_without_ids_says_so():
+    n = node(labels=GFD4, capacity={"nvidia.com/gpu": "4"}, allocatable={"nvidia.com/gpu": "2"})
+    f = check_counts(n, expectation(n, cfg()))
+    assert codes(f) == ["GPU-F03-UNHEALTHY-DEVICES"]
+    assert "2 of 4" in f[0].message and "not found in the plugin log" in f[0].message
+
+
+def test_overadvertised():
+    n = node(name="gpu-e", labels=GFD4, capacity={"nvidia.com/gpu": "6"})
+    f = check_counts(n, expectation(n, cfg()))
+    assert codes(f) == ["GPU-F04-OVERADVERTISED"]
+    m = f[0].message
+    assert "gpu-e" in m and "advertises 6" in m and "supports 4" in m and "4 GPUs x 1 replicas" in m
+
+
+def test_time_slicing_not_applied_is_sharing_mismatch():
+    n = node(name="gpu-f", labels=TS4, capacity={"nvidia.com/gpu": "4"})
+    f = check_counts(n, expectation(n, cfg()))
+    assert codes(f) == ["GPU-F10-SHARING-MISMATCH"]
+    m = f[0].message
+    assert "gpu-f" in m and "advertises 4" in m and "x 4 replicas = 16" in m
+
+
+def test_time_slicing_applied_is_fine():
+    n = node(labels=TS4, capacity={"nvidia.com/gpu": "16"})
+    assert check_counts(n, expectation(n, cfg())) == []
+
+
+def test_underadvertised():
+    n = node(name="gpu-g", labels=GFD4, capacity={"nvidia.com/gpu": "3"}, allocatable={"nvidia.com/gpu": "3"})
+    f = check_counts(n, expectation(n, cfg()))
+    assert codes(f) == ["GPU-F04-UNDERADVERTISED"]
+    assert "gpu-g" in f[0].message and "advertises 3" in f[0].message and "expected 4" in f[0].message
+
+
+def test_unhealthy_and_overadvertised_are_both_reported():
+    n = node(labels=GFD4, capacity={"nvidia.com/gpu": "8"}, allocatable={"nvidia.com/gpu": "7"})
+    assert codes(check_counts(n, expectation(n, cfg()))) == ["GPU-F03-UNHEALTHY-DEVICES", "GPU-F04-OVERADVERTISED"]
+
+
+def test_unknown_expectation_only_checks_health():
+    n = node(labels={"nvidia.com/gpu.present": "true"}, capacity={"nvidia.com/gpu": "2"})
+    assert check_counts(n, expectation(n, cfg())) == []
+
+
+# ---------------------------------------------------------------- MIG mixed and stale keys
+
+MIXED = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "1", "nvidia.com/mig.strategy": "mixed",
+         "nvidia.com/mig-1g.5gb.count": "7", "nvidia.com/mig-1g.5gb.memory": "4864",
+         "nvidia.com/mig-1g.5gb.engines.copy": "1", "nvidia.com/mig-3g.20gb.count": "0"}
+
+
+def test_mig_mixed_profiles_from_labels():
+    e = expectation(node(labels=MIXED), cfg())
+    assert e.mig_strategy == "mixed"
+    assert e.mig_profiles == {"nvidia.com/mig-1g.5gb": 7}
+
+
+def test_mig_mixed_profiles_from_config():
+    c = cfg()
+    c["mig"] = {"strategy": "mixed", "profiles": {"mig-2g.10gb": 3}}
+    assert expectation(node(labels=GFD4), c).mig_profiles == {"nvidia.com/mig-2g.10gb": 3}
+
+
+def test_mig_mixed_match_and_mismatch():
+    good = node(labels=MIXED, capacity={"nvidia.com/mig-1g.5gb": "7"})
+    assert check_counts(good, expectation(good, cfg())) == []
+    bad = node(name="mig-n", labels=MIXED, capacity={"nvidia.com/mig-1g.5gb": "7"},
+               allocatable={"nvidia.com/mig-1g.5gb": "5"})
+    f = check_counts(bad, expectation(bad, cfg()))
+    assert codes(f) == ["GPU-F09-MIG-MISMATCH"]
+    assert "mig-n" in f[0].message and "allocatable is 5" in f[0].message and "expected 7" in f[0].message
+    absent = node(labels=MIXED, capacity={"nvidia.com/gpu": "1"})
+    f = check_counts(absent, expectation(absent, cfg()))
+    assert codes(f) == ["GPU-F09-MIG-MISMATCH"] and "absent" in f[0].message
+
+
+def test_mig_mixed_without_profiles():
+    labels = {"nvidia.com/gpu.count": "1", "nvidia.com/mig.strategy": "mixed"}
+    n = node(labels=labels, capacity={"nvidia.com/gpu": "1"})
+    f = check_counts(n, expectation(n, cfg()))
+    assert codes(f) == ["GPU-F09-MIG-MISMATCH"] and "no nvidia.com/mig-*.count labels" in f[0].message
+
+
+def test_stale_resources():
+    n = node(name="gpu-h", labels=GFD4, capacity={"nvidia.com/gpu": "4", "nvidia.com/mig-1g.5gb": "7",
+                                                  "nvidia.com/gpu.shared": "0", "amd.com/gpu": "1"})
+    f = stale_resources(n, expectation(n, cfg()))
+    assert codes(f) == ["GPU-F04-STALE-RESOURCE"]
+    assert "gpu-h" in f[0].message and "nvidia.com/mig-1g.5gb=7" in f[0].message
+    clean = node(labels=GFD4, capacity={"nvidia.com/gpu": "4"})
+    assert stale_resources(clean, expectation(clean, cfg())) == []
+
+
+def test_stale_resources_mig_mixed_keys_are_expected():
+    n = node(labels=MIXED, capacity={"nvidia.com/mig-1g.5gb": "7", "nvidia.com/gpu": "0"})
+    assert stale_resources(n, expectation(n, cfg())) == []
+
+
+# ---------------------------------------------------------------- free_gpus / pod_request
+
+def pod(name, node_name, phase="Running", gpus=(1,), init=(), resource="nvidia.com/gpu", use_requests=False):
+    def ctr(i, n):
+        key = "requests" if use_requests else "limits"
+        return {"name": f"c{i}", "image": "busybox:1.36", "resources": {key: {resource: str(n)}} if n else {}}
+    spec = {"nodeName": node_name, "containers": [ctr(i, n) for i, n in enumerate(gpus)]}
+    if init:
+        spec["initContainers"] = [ctr(100 + i, n) for i, n in enumerate(init)]
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": spec, "status": {"phase": phase}}
+
+
+def test_pod_request_sum_and_init_max():
+    assert pod_request(pod("p", "n", gpus=(1, 2)), "nvidia.com/gpu") == 3
+    assert pod_request(pod("p", "n", gpus=(1,), init=(2, 4)), "nvidia.com/gpu") == 4
+    assert pod_request(pod("p", "n", gpus=(3,), init=(2,)), "nvidia.com/gpu") == 3
+    assert pod_request(pod("p", "n", gpus=(0,)), "nvidia.com/gpu") == 0
+    assert pod_request(pod("p", "n", gpus=(2,), use_requests=True), "nvidia.com/gpu") == 2
+    assert pod_request({"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c"}]}}, "nvidia.com/gpu") == 0
+
+
+def test_free_gpus_counts_non_terminal_pods_on_the_node():
+    n = node(name="gpu-a", labels=GFD4, capacity={"nvidia.com/gpu": "4"})
+    pods = [pod("run", "gpu-a", "Running", (1,)),
+            pod("pend", "gpu-a", "Pending", (1,), init=(2,)),
+            pod("done", "gpu-a", "Succeeded", (2,)),
+            pod("failed", "gpu-a", "Failed", (2,)),
+            pod("other", "gpu-b", "Running", (4,))]
+    assert free_gpus(n, "nvidia.com/gpu", pods) == 1
+    assert free_gpus(n, "nvidia.com/gpu", []) == 4
+    assert free_gpus(n, "nvidia.com/gpu", pods + [pod("big", "gpu-a", gpus=(8,))]) == 0
+    assert free_gpus(node(labels=GFD4), "nvidia.com/gpu", []) == 0
+
+
+def test_unhealthy_from_log():
+    log = "\n".join([
+        "I0501 10:00:00.000000       1 main.go:256] Starting NVIDIA Device Plugin",
+        f"I0501 10:00:01.000000       1 server.go:165] Registered device plugin for 'nvidia.com/gpu' with Kubelet",
+        f"I0501 10:05:00.000000       1 health.go:159] XidCriticalError: Xid=79 on Device={UUID_A}; marking device as unhealthy.",
+        f"I0501 10:05:00.000100       1 server.go:271] 'nvidia.com/gpu' device marked unhealthy: {UUID_A}",
+        f"I0501 10:06:00.000000       1 server.go:271] 'nvidia.com/gpu' device marked unhealthy: {UUID_B}",
+        f"I0501 10:06:00.000000       1 server.go:100] device {UUID_B.replace('8c4f', '9999')} is healthy again",
+    ])
+    assert unhealthy_from_log(log) == [UUID_A, UUID_B]
+    assert unhealthy_from_log("all good\n") == []
+
+
+def test_expectation_is_frozen():
+    e = Expectation("nvidia.com/gpu", 4, 1, "x")
+    with pytest.raises(Exception):
+        e.physical = 5  # type: ignore[misc]

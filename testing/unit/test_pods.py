@@ -1,0 +1,287 @@
+"""pods (manifests, classification of pods that did not run), nodes (selectors, GPU node state), reasons."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from gpuconform import config as gconfig, nodes, pods
+from gpuconform.reasons import (REASONS, EnvironmentProblem, Verdict, Violation, code_of, skip_reason)
+
+
+def cfg(**over) -> dict:
+    d = copy.deepcopy(gconfig.DEFAULTS)
+    d.update(over)
+    return d
+
+
+def recorded(phase="Pending", reason=None, message=None, conditions=None, container_statuses=None,
+             name="gpuconform-alloc-1", node="gpu-a") -> dict:
+    """A pod as the API returns it (camelCase), built from the suite's own manifest."""
+    p = pods.probe_pod(name, "gpuconform-r1", "r1", "allocation", node, cfg(), gpus=1)
+    p["metadata"].update({"uid": "0b5f2e0c-5f5e-4d55-8d0e-6a2b0d7c9f11", "creationTimestamp": "2024-05-01T10:00:00Z"})
+    st: dict = {"phase": phase, "qosClass": "Burstable"}
+    if reason:
+        st["reason"] = reason
+    if message:
+        st["message"] = message
+    if conditions:
+        st["conditions"] = conditions
+    if container_statuses:
+        st["containerStatuses"] = container_statuses
+    p["status"] = st
+    return p
+
+
+def test_unexpected_admission():
+    p = recorded("Failed", "UnexpectedAdmissionError",
+                 "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
+                 "Requested: 1, Available: 0, which is unexpected")
+    prob = pods.classify(p, [])
+    assert prob.code == "GPU-F05-UNEXPECTED-ADMISSION"
+    assert "gpuconform-alloc-1" in prob.message and "gpu-a" in prob.message and "Requested: 1" in prob.message
+
+
+def test_topology_affinity():
+    p = recorded("Failed", "TopologyAffinityError", "Resources cannot be allocated with Topology locality")
+    prob = pods.classify(p, [])
+    assert prob.code == "GPU-F06-TOPOLOGY-AFFINITY" and "Topology locality" in prob.message
+
+
+def test_image_pull():
+    cs = [{"name": "probe", "image": "busybox:1.36", "ready": False, "restartCount": 0,
+           "state": {"waiting": {"reason": "ErrImagePull",
+                                 "message": 'failed to pull and unpack image "docker.io/library/busybox:1.36": '
+                                            "dial tcp: lookup registry-1.docker.io: no such host"}}}]
+    prob = pods.classify(recorded(container_statuses=cs), [])
+    assert prob.code == "GPU-F14-IMAGE-PULL"
+    assert "busybox:1.36" in prob.message and "ErrImagePull" in prob.message and "no such host" in prob.message
+
+
+def test_create_container_error_device():
+    cs = [{"name": "probe", "image": "busybox:1.36",
+           "state": {"waiting": {"reason": "CreateContainerError",
+                                 "message": "failed to generate spec: device /dev/nvidia3 not found"}}}]
+    assert pods.classify(recorded(container_statuses=cs), []).code == "GPU-F12-DEVICE-NOT-INJECTED"
+    cs[0]["state"]["waiting"]["message"] = "secret not found"
+    assert pods.classify(recorded(container_statuses=cs), []).code == "ENV-API"
+
+
+TAINT_MSG = "0/4 nodes are available: 1 node(s) had untolerated taint {gpuconform.dev/maintenance: true}"
+
+
+def unschedulable(msg: str) -> list[dict]:
+    return [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
+             "lastTransitionTime": "2024-05-01T10:00:00Z"}]
+
+
+def test_untolerated_taint():
+    prob = pods.classify(recorded(conditions=unschedulable(TAINT_MSG)), [])
+    assert prob.code == "GPU-F15-UNTOLERATED-TAINT"
+    assert "gpuconform.dev/maintenance" in prob.message and "gpu-a" in prob.message
+
+
+INSUFFICIENT = ("0/4 nodes are available: 1 Insufficient nvidia.com/gpu, 3 node(s) didn't match Pod's node "
+                "affinity/selector. preemption: 0/4 nodes are available: 1 No preemption victims found for "
+                "incoming pod, 3 Preemption is not helpful for scheduling.")
+
+
+def test_insufficient_gpu_busy():
+    prob = pods.classify(recorded(conditions=unschedulable(INSUFFICIENT)), [], free_on_node=0)
+    assert prob.code == "GPU-F07-BUSY" and "no free GPU" in prob.message
+
+
+def test_insufficient_gpu_with_free_gpus_is_not_schedulable():
+    prob = pods.classify(recorded(conditions=unschedulable(INSUFFICIENT)), [], free_on_node=2)
+    assert prob.code == "GPU-F07-NOT-SCHEDULABLE" and "2 GPU(s) looked free" in prob.message
+
+
+def test_failed_scheduling_event_used_without_condition():
+    ev = {"reason": "FailedScheduling", "type": "Warning", "message": INSUFFICIENT,
+          "involvedObject": {"kind": "Pod", "name": "gpuconform-alloc-1"}}
+    assert pods.classify(recorded(), [ev], free_on_node=0).code == "GPU-F07-BUSY"
+    ev_v1 = {"reason": "FailedScheduling", "note": TAINT_MSG}
+    assert pods.classify(recorded(), [ev_v1]).code == "GPU-F15-UNTOLERATED-TAINT"
+
+
+def test_other_unschedulable_reason():
+    msg = "0/4 nodes are available: 1 node(s) were unschedulable, 3 node(s) didn't match Pod's node affinity/selector."
+    assert pods.classify(recorded(conditions=unschedulable(msg)), []).code == "GPU-F07-NOT-SCHEDULABLE"
+
+
+def test_taint_on_other_node_does_not_hide_busy_gpu():
+    msg = ("0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) had untolerated taint "
+           "{node-role.kubernetes.io/control-plane: }, 1 node(s) didn't match Pod's node affinity/selector. "
+           "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
+           "2 Preemption is not helpful for scheduling.")
+    assert pods.classify(recorded(conditions=unschedulable(msg)), [], free_on_node=0).code == "GPU-F07-BUSY"
+
+
+def test_nothing_wrong():
+    assert pods.classify(recorded("Pending"), []) is None
+    assert pods.classify(recorded("Running"), []) is None
+    assert pods.classify(recorded("Succeeded"), []) is None
+
+
+def test_other_failure_is_env_api():
+    prob = pods.classify(recorded("Failed", "DeadlineExceeded", "Pod was active on the node longer than the "
+                                  "specified deadline"), [])
+    assert prob.code == "ENV-API" and "DeadlineExceeded" in prob.message
+
+
+def test_exit_code_and_phase_helpers():
+    cs = [{"name": "probe", "state": {"terminated": {"exitCode": 3, "reason": "Error"}}}]
+    p = recorded("Failed", container_statuses=cs)
+    assert pods.exit_code(p) == 3 and pods.is_done(p) and pods.is_running_or_done(p)
+    assert pods.exit_code(recorded("Pending")) is None
+    assert not pods.is_done(recorded("Running")) and pods.is_running_or_done(recorded("Running"))
+    assert not pods.is_running_or_done(recorded("Pending"))
+
+
+# ---------------------------------------------------------------- manifests
+
+def test_pod_manifest():
+    c = cfg(tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}])
+    c["images"] = {**c["images"], "pullSecrets": ["regcred"], "pullPolicy": "Always"}
+    m = pods.probe_pod("gpuconform-p1", "gpuconform-r1", "r1", "count", "gpu-a", c, gpus=2, deadline=123.7)
+    spec = m["spec"]
+    assert m["kind"] == "Pod" and m["metadata"]["namespace"] == "gpuconform-r1"
+    assert m["metadata"]["labels"] == {"app.kubernetes.io/part-of": "gpuconform", "gpuconform.dev/run": "r1",
+                                       "gpuconform.dev/check": "count"}
+    assert spec["restartPolicy"] == "Never"
+    assert spec["activeDeadlineSeconds"] == 123
+    assert spec["nodeSelector"] == {"kubernetes.io/hostname": "gpu-a"}
+    assert spec["tolerations"] == c["tolerations"]
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert spec["automountServiceAccountToken"] is False
+    sc = spec["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    ctr = spec["containers"][0]
+    assert ctr["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert ctr["image"] == "busybox:1.36" and ctr["imagePullPolicy"] == "Always"
+    assert ctr["resources"]["limits"] == {"nvidia.com/gpu": "2"}
+    assert ctr["command"][:2] == ["sh", "-c"] and "== nvidia-smi -L ==" in ctr["command"][2]
+
+
+def test_pod_manifest_guaranteed_and_no_gpu():
+    c = cfg()
+    g = pods.pod("p", "ns", "r1", "numa", "gpu-a", c, image="busybox:1.36", gpus=1, guaranteed_cpus=2)
+    res = g["spec"]["containers"][0]["resources"]
+    assert res["limits"] == res["requests"] == {"nvidia.com/gpu": "1", "cpu": "2", "memory": "64Mi"}
+    n = pods.pod("p", "ns", "r1", "x", "gpu-a", c, image="busybox:1.36", gpus=0)
+    assert "limits" not in n["spec"]["containers"][0]["resources"]
+    assert "imagePullSecrets" not in n["spec"]
+    assert "command" not in n["spec"]["containers"][0]
+
+
+def test_vector_add_pod_uses_image_default_command():
+    m = pods.vector_add_pod("va", "ns", "r1", "gpu-a", cfg(), 60)
+    ctr = m["spec"]["containers"][0]
+    assert ctr["name"] == "vectoradd" and "command" not in ctr
+    assert ctr["image"] == gconfig.DEFAULTS["images"]["vectorAdd"]
+    assert m["metadata"]["labels"]["gpuconform.dev/check"] == "vector-add"
+
+
+def test_socket_probe_pod_does_not_leak_into_restricted_defaults():
+    m = pods.socket_probe_pod("sp", "ns", "r1", "gpu-a", cfg(), 60)
+    assert m["spec"]["volumes"][0]["hostPath"]["path"] == "/var/lib/kubelet/device-plugins"
+    assert m["spec"]["containers"][0]["volumeMounts"][0]["readOnly"] is True
+    assert pods.RESTRICTED_CTR == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert pods.RESTRICTED_POD["runAsNonRoot"] is True
+    m2 = pods.probe_pod("p", "ns", "r1", "c", "gpu-a", cfg(), gpus=1)
+    assert m2["spec"]["securityContext"] == pods.RESTRICTED_POD
+
+
+# ---------------------------------------------------------------- nodes
+
+def test_parse_selector():
+    assert nodes.parse_selector("a=b, c!=d,e,!f,g==h") == [
+        ("a", "=", "b"), ("c", "!=", "d"), ("e", "exists", None), ("f", "!exists", None), ("g", "=", "h")]
+    assert nodes.parse_selector("") == []
+
+
+def test_matches():
+    labels = {"nvidia.com/gpu.present": "true", "pool": "a100"}
+    assert nodes.matches(labels, "nvidia.com/gpu.present=true")
+    assert nodes.matches(labels, "pool!=l4,nvidia.com/gpu.present")
+    assert nodes.matches(labels, "!type")
+    assert nodes.matches(labels, "")
+    assert not nodes.matches(labels, "pool=l4")
+    assert not nodes.matches(labels, "pool!=a100")
+    assert not nodes.matches(labels, "type")
+    assert not nodes.matches(labels, "!pool")
+    assert nodes.matches({}, "type!=kwok")  # != matches nodes without the label, as in Kubernetes
+
+
+def node(name, labels=None, gpus=None, ready="True", unschedulable=False, taints=None):
+    res = {"cpu": "8"}
+    if gpus is not None:
+        res["nvidia.com/gpu"] = str(gpus)
+    n = {"metadata": {"name": name, "labels": labels or {}},
+         "spec": {"unschedulable": True} if unschedulable else {},
+         "status": {"capacity": dict(res), "allocatable": dict(res),
+                    "conditions": [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": ready}]}}
+    if taints:
+        n["spec"]["taints"] = taints
+    return n
+
+
+def test_is_gpu_node():
+    sel, exc = "nvidia.com/gpu.present=true", "type=kwok"
+    assert nodes.is_gpu_node(node("a", {"nvidia.com/gpu.present": "true"}), "nvidia.com/gpu", sel, exc)
+    assert nodes.is_gpu_node(node("b", {}, gpus=2), "nvidia.com/gpu", sel, exc)
+    assert not nodes.is_gpu_node(node("c", {}), "nvidia.com/gpu", sel, exc)
+    assert not nodes.is_gpu_node(node("d", {"type": "kwok"}, gpus=8), "nvidia.com/gpu", sel, exc)
+
+
+def test_describe_nodes_and_skip_reason():
+    ns = [node("z-busy", gpus=1), node("a-ok", gpus=4, taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
+          node("m-down", gpus=4, ready="False"), node("n-cordon", gpus=4, unschedulable=True)]
+    pod = {"metadata": {"name": "x"}, "spec": {"nodeName": "z-busy", "containers": [
+        {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}, "status": {"phase": "Running"}}
+    got = {g.name: g for g in nodes.describe_nodes(ns, [pod], "nvidia.com/gpu")}
+    assert [g.name for g in nodes.describe_nodes(ns, [pod], "nvidia.com/gpu")] == sorted(got)
+    assert got["a-ok"].taints == ("k=v:NoSchedule",) and got["a-ok"].usable and got["a-ok"].skip_reason(1) is None
+    assert got["m-down"].skip_reason(1) == ("ENV-NODE-NOT-READY", "m-down is NotReady")
+    assert got["n-cordon"].skip_reason(1)[0] == "ENV-NODE-NOT-READY" and not got["n-cordon"].usable
+    code, msg = got["z-busy"].skip_reason(1)
+    assert code == "GPU-F07-BUSY" and "0 free GPU(s) of 1" in msg and "needs 1" in msg
+    assert got["z-busy"].skip_reason(0) is None
+
+
+# ---------------------------------------------------------------- reasons
+
+def test_violation_is_assertion_error():
+    v = Violation("GPU-F03-UNHEALTHY-DEVICES", "gpu-a: 1 of 4 devices are Unhealthy")
+    assert isinstance(v, AssertionError) and isinstance(v, Verdict)
+    assert v.outcome == "fail" and v.reason is REASONS["GPU-F03-UNHEALTHY-DEVICES"]
+    text = v.render()
+    assert text.startswith("[GPU-F03-UNHEALTHY-DEVICES] gpu-a: 1 of 4 devices are Unhealthy")
+    assert "fix: " + REASONS["GPU-F03-UNHEALTHY-DEVICES"].hint in text
+    assert str(v) == text
+    assert code_of(text) == "GPU-F03-UNHEALTHY-DEVICES"
+
+
+def test_environment_problem_is_not_assertion_error():
+    e = EnvironmentProblem("ENV-API", "list nodes: 503")
+    assert not isinstance(e, AssertionError) and e.outcome == "error" and e.evidence == {}
+
+
+def test_unknown_code_raises():
+    with pytest.raises(ValueError, match="unknown reason code GPU-F99"):
+        Violation("GPU-F99", "x")
+    with pytest.raises(ValueError):
+        skip_reason("NOPE", "x")
+
+
+def test_skip_reason_and_code_of():
+    assert skip_reason("GPU-F07-BUSY", "gpu-a has 0 free") == "[GPU-F07-BUSY] gpu-a has 0 free"
+    assert code_of("[GPU-F07-BUSY] gpu-a has 0 free") == "GPU-F07-BUSY"
+    assert code_of("[NOT-A-CODE] x") is None and code_of("plain text") is None
+
+
+def test_reason_table_is_consistent():
+    assert all(r.outcome in ("fail", "error", "skip") for r in REASONS.values())
+    assert all(r.hint and r.title for r in REASONS.values())
+    assert len(REASONS) == len({r.code for r in REASONS.values()})

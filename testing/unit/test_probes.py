@@ -1,0 +1,217 @@
+"""probes: parsing what probe pods print (nvidia-smi formats, CPU lists, NUMA, the CUDA vector-add sample)."""
+
+from __future__ import annotations
+
+from gpuconform import probes
+from gpuconform.probes import (Gpu, alignment, cpus_allowed, fmt_cpus, parse_cpulist, parse_nvidia_smi_l,
+                               parse_query_csv, parse_topo_numa, sections, vector_add_result)
+
+SMI_L = """GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901)
+GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-8c4f2a1e-0d3b-4e5f-a617-2b8c9d0e1f23)
+"""
+
+SMI_L_MIG = """GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901)
+  MIG 1g.5gb      Device  0: (UUID: MIG-5c1a2b3d-4e5f-5a6b-9c7d-8e9f0a1b2c3d)
+  MIG 1g.5gb      Device  1: (UUID: MIG-6d2b3c4e-5f60-5b7c-8d9e-0f1a2b3c4d5e)
+"""
+
+
+def test_nvidia_smi_l():
+    assert parse_nvidia_smi_l(SMI_L) == [
+        Gpu(0, "NVIDIA A100-SXM4-40GB", "GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901"),
+        Gpu(1, "NVIDIA A100-SXM4-40GB", "GPU-8c4f2a1e-0d3b-4e5f-a617-2b8c9d0e1f23"),
+    ]
+
+
+def test_nvidia_smi_l_mig_sub_lines_are_not_gpus():
+    gpus = parse_nvidia_smi_l(SMI_L_MIG)
+    assert [g.uuid for g in gpus] == ["GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901"]
+
+
+def test_nvidia_smi_l_no_devices():
+    assert parse_nvidia_smi_l("No devices were found\n") == []
+    assert parse_nvidia_smi_l("") == []
+    assert parse_nvidia_smi_l("sh: nvidia-smi: not found") == []
+
+
+def test_query_csv():
+    text = ("index, uuid, pci.bus_id\n"
+            "0, GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901, 00000000:07:00.0\n"
+            "1, GPU-8c4f2a1e-0d3b-4e5f-a617-2b8c9d0e1f23, 00000000:0F:00.0\n")
+    assert parse_query_csv(text) == [
+        {"index": "0", "uuid": "GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901", "pci.bus_id": "00000000:07:00.0"},
+        {"index": "1", "uuid": "GPU-8c4f2a1e-0d3b-4e5f-a617-2b8c9d0e1f23", "pci.bus_id": "00000000:0F:00.0"},
+    ]
+
+
+def test_query_csv_units_stripped_from_header():
+    text = "index, memory.total [MiB]\n0, 40960 MiB\n1, 40960 MiB\n"
+    assert parse_query_csv(text) == [{"index": "0", "memory.total": "40960 MiB"},
+                                     {"index": "1", "memory.total": "40960 MiB"}]
+
+
+def test_query_csv_no_devices():
+    assert parse_query_csv("No devices were found") == []
+    assert parse_query_csv("") == []
+
+
+TOPO = ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+        "GPU0\t X \tNV12\t0-1\t0\t\tN/A\n"
+        "GPU1\tNV12\t X \t2-3\t1\t\tN/A\n"
+        "\n"
+        "Legend:\n"
+        "\n"
+        "  X    = Self\n"
+        "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n"
+        "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node\n"
+        "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
+        "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
+        "  PIX  = Connection traversing at most a single PCIe bridge\n"
+        "  NV#  = Connection traversing a bonded set of # NVLinks\n")
+
+
+def test_topo_numa():
+    assert parse_topo_numa(TOPO) == {"GPU0": 0, "GPU1": 1}
+
+
+def test_topo_numa_na_is_none():
+    text = ("\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+            "GPU0\t X \t0-7\tN/A\t\tN/A\n\nLegend:\n\n  X    = Self\n")
+    assert parse_topo_numa(text) == {"GPU0": None}
+
+
+def test_topo_numa_with_nic_rows_and_garbage():
+    text = ("\tGPU0\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+            "GPU0\t X \tPHB\t0-15\t0\t\tN/A\n"
+            "NIC0\tPHB\t X \t\t\t\t\n\nLegend:\n")
+    assert parse_topo_numa(text) == {"GPU0": 0}
+    assert parse_topo_numa("") == {}
+    assert parse_topo_numa("No devices were found") == {}
+
+
+def test_parse_cpulist():
+    assert parse_cpulist("0-3,8,10-11") == {0, 1, 2, 3, 8, 10, 11}
+    assert parse_cpulist("5\n") == {5}
+    assert parse_cpulist("") == set()
+
+
+PROC_STATUS = """Name:\tcat
+Umask:\t0022
+State:\tR (running)
+Tgid:\t17
+Cpus_allowed:\t00000000,0000000f
+Cpus_allowed_list:\t0-3
+Mems_allowed:\t00000000,00000001
+Mems_allowed_list:\t0
+voluntary_ctxt_switches:\t0
+"""
+
+
+def test_cpus_allowed():
+    assert cpus_allowed(PROC_STATUS) == {0, 1, 2, 3}
+    assert cpus_allowed("Cpus_allowed_list:\t2,4-5") == {2, 4, 5}
+    assert cpus_allowed("Name:\tcat\n") == set()
+
+
+NUMA = {0: parse_cpulist("0-7"), 1: parse_cpulist("8-15")}
+
+
+def test_alignment_aligned():
+    a = alignment({0, 1}, NUMA, {"GPU0": 0})
+    assert a.aligned is True
+    assert a.cpu_numa == frozenset({0}) and a.gpu_numa == frozenset({0})
+    assert "CPUs 0-1 on NUMA [0]" in a.detail and "GPU0@NUMA0" in a.detail
+
+
+def test_alignment_misaligned():
+    a = alignment({0, 1}, NUMA, {"GPU0": 1})
+    assert a.aligned is False
+    assert "GPU0@NUMA1" in a.detail
+    # CPUs spanning two NUMA nodes are misaligned even with the GPU on one of them
+    assert alignment({7, 8}, NUMA, {"GPU0": 0}).aligned is False
+    assert alignment({0}, NUMA, {"GPU0": 0, "GPU1": 1}).aligned is False
+
+
+def test_alignment_not_applicable():
+    a = alignment({0}, NUMA, {"GPU0": None, "GPU1": 0})
+    assert a.aligned is None and "GPU0" in a.detail
+    b = alignment({0}, NUMA, {})
+    assert b.aligned is None and "no GPU NUMA information" in b.detail
+
+
+def test_fmt_cpus():
+    assert fmt_cpus({0, 1, 2, 5}) == "0-2,5"
+    assert fmt_cpus({3}) == "3"
+    assert fmt_cpus(set()) == ""
+    assert fmt_cpus({1, 3, 4, 5, 9, 10}) == "1,3-5,9-10"
+    assert parse_cpulist(fmt_cpus({0, 2, 3, 4, 8, 11, 12})) == {0, 2, 3, 4, 8, 11, 12}
+
+
+def test_sections():
+    log = ("== env ==\nNVIDIA_VISIBLE_DEVICES=GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901\n"
+           "== dev ==\n/dev/nvidia0\n"
+           "== nvidia-smi -L ==\n" + SMI_L +
+           "== numa 0 ==\n0-7\n== numa 1 ==\n8-15\n== end ==\n")
+    s = sections(log)
+    assert s["env"] == "NVIDIA_VISIBLE_DEVICES=GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901"
+    assert s["dev"] == "/dev/nvidia0"
+    assert len(parse_nvidia_smi_l(s["nvidia-smi -L"])) == 2
+    assert s["numa 0"] == "0-7" and s["numa 1"] == "8-15"
+    assert s["end"] == ""
+    assert sections("text before any section\n") == {}
+
+
+def test_sections_keep_empty_sections():
+    s = sections("== dev ==\n== nvidia-smi -L ==\nNo devices were found\n")
+    assert s == {"dev": "", "nvidia-smi -L": "No devices were found"}
+
+
+VECTOR_ADD_OK = """[Vector addition of 50000 elements]
+Copy input data from the host memory to the CUDA device
+CUDA kernel launch with 196 blocks of 256 threads
+Copy output data from the CUDA device to the host memory
+Test PASSED
+Done
+"""
+
+
+def test_vector_add_passed():
+    r = vector_add_result(VECTOR_ADD_OK, 0)
+    assert r.passed and r.code is None
+
+
+def test_vector_add_passed_text_with_nonzero_exit_is_not_a_pass():
+    assert not vector_add_result(VECTOR_ADD_OK, 1).passed
+
+
+def test_vector_add_no_device():
+    log = ("[Vector addition of 50000 elements]\n"
+           "Failed to allocate device vector A (error code no CUDA-capable device is detected)!\n")
+    r = vector_add_result(log, 1)
+    assert not r.passed and r.code == "GPU-F12-DEVICE-NOT-INJECTED"
+    assert "runtime did not inject" in r.cause
+
+
+def test_vector_add_driver_too_old():
+    log = ("[Vector addition of 50000 elements]\n"
+           "Failed to allocate device vector A (error code CUDA driver version is insufficient for CUDA runtime "
+           "version)!\n")
+    r = vector_add_result(log, 1)
+    assert not r.passed and r.code == "GPU-F13-CUDA-FAILURE" and "upgrade the driver" in r.cause
+
+
+def test_vector_add_unmapped_cuda_error():
+    log = "Failed to launch vectorAdd kernel (error code too many resources requested for launch)!\n"
+    r = vector_add_result(log, 1)
+    assert r.code == "GPU-F13-CUDA-FAILURE" and "too many resources requested for launch" in r.cause
+
+
+def test_vector_add_exit_zero_without_pass_fails():
+    r = vector_add_result("[Vector addition of 50000 elements]\n", 0)
+    assert not r.passed and r.code == "GPU-F13-CUDA-FAILURE"
+    assert "exit code 0" in r.cause and "Test PASSED" in r.cause
+
+
+def test_cuda_causes_codes_are_known():
+    from gpuconform.reasons import REASONS
+    assert all(code in REASONS for _, code, _ in probes.CUDA_CAUSES)
