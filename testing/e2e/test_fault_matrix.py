@@ -42,8 +42,9 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
     "wrong-numa": ({"test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": "GPU-F06-TOPOLOGY-AFFINITY"},
                    {"GPU-F06-TOPOLOGY-AFFINITY"}),
     "crashloop": ({"test_plugin_pod_is_ready_and_not_crash_looping": "GPU-F08-PLUGIN-CRASHLOOP"},
-                  {BUSY, "GPU-F02-CAPACITY-ZERO", "GPU-F03-UNHEALTHY-DEVICES", "GPU-F05-UNEXPECTED-ADMISSION",
-                   "GPU-F11-REGISTRATION-UNSTABLE"}),
+                  # a crashed plugin also leaves no socket and no allocatable GPUs behind
+                  {BUSY, "GPU-F01-NOT-REGISTERED", "GPU-F02-CAPACITY-ZERO", "GPU-F03-UNHEALTHY-DEVICES",
+                   "GPU-F05-UNEXPECTED-ADMISSION", "GPU-F07-NOT-SCHEDULABLE", "GPU-F11-REGISTRATION-UNSTABLE"}),
     "sharing-not-applied": ({"test_advertised_gpus_match_the_hardware": "GPU-F10-SHARING-MISMATCH"}, set()),
     "not-injected": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F12-DEVICE-NOT-INJECTED",
                       "test_pods_see_exactly_the_gpus_they_request": "GPU-F12-DEVICE-NOT-INJECTED"},
