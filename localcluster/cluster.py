@@ -91,8 +91,10 @@ class Bins:
         return str((self.kwok if name == "kwok" else self.k8s) / name)
 
 
-def build() -> Bins:
-    out = subprocess.run([str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True)
+def build(quiet: bool = False) -> Bins:
+    """Runs build.sh (a no-op when cached) and returns where the binaries are; `quiet` hides its progress."""
+    out = subprocess.run([str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True,
+                         stderr=subprocess.DEVNULL if quiet else None)
     if out.returncode:
         raise BedError("building the test-bed binaries failed (see the [build] lines above)")
     dirs = dict(line.split("=", 1) for line in out.stdout.split())
@@ -689,7 +691,7 @@ def status() -> int:
         ok &= bool(pid) or (c == "kwok" and KWOK_NODES <= 0)
         print(f"{c:24} {'running (pid %d)' % pid if pid else 'stopped'}")
     if pid_of("kube-apiserver"):
-        bins = build_quiet()
+        bins = build(quiet=True)
         if bins:
             print(Kubectl(bins)("get", "nodes", "-o", "custom-columns=NODE:.metadata.name,READY:.status.conditions[-1:].status,"
                     "GPU_CAPACITY:.status.capacity.nvidia\\.com/gpu,GPU_ALLOCATABLE:.status.allocatable.nvidia\\.com/gpu",
@@ -697,14 +699,6 @@ def status() -> int:
     st = read_state()
     print(f"fault: {st.get('fault') or 'none'}; memory: {cluster_memory_mib()} MiB RSS; kubeconfig: {KUBECONFIG}")
     return 0 if ok else 1
-
-
-def build_quiet() -> Bins | None:
-    out = subprocess.run([str(HERE / "build.sh")], capture_output=True, text=True)
-    if out.returncode:
-        return None
-    dirs = dict(line.split("=", 1) for line in out.stdout.split())
-    return Bins(Path(dirs["K8S_BIN"]), Path(dirs["KWOK_BIN"]), Path(dirs["IMAGES_BIN"]))
 
 
 def read_state() -> dict:
@@ -736,4 +730,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # Run through the imported module so faults.py (which imports `cluster`) raises the same BedError class.
+    import cluster as _self
+
+    sys.exit(_self.main(sys.argv[1:]))

@@ -77,10 +77,7 @@ def list_faults() -> int:
 def _ctx() -> tuple[c.Bins, c.Kubectl, str]:
     if not c.pid_of("kube-apiserver") or not c.pid_of("kubelet"):
         raise c.BedError("the local cluster is not running; run `make cluster-up` first")
-    bins = c.build_quiet()
-    if bins is None:
-        raise c.BedError("test-bed binaries are not built; run `make cluster-up` first")
-    return bins, c.Kubectl(bins), c.node_ip()
+    return c.build(quiet=True), c.Kubectl(bins), c.node_ip()
 
 
 def _plugin_config(f: Fault | None) -> dict:
