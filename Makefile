@@ -7,7 +7,7 @@ export KUBECONFIG := $(CURDIR)/.localcluster/kubeconfig
 SUITE_ARGS := --gpuconform-config localcluster/gpuconform.yaml
 APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static openssl iproute2
 
-.PHONY: help deps cluster-up cluster-down cluster-status faults fault fault-clear test unit demo suite cleanup
+.PHONY: lint help deps cluster-up cluster-down cluster-status faults fault fault-clear test unit demo suite cleanup
 
 help:
 	@echo "make demo | test | cluster-up | cluster-down | cluster-status | faults | fault NAME=... | fault-clear | cleanup"
@@ -19,7 +19,7 @@ deps: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q -e .
+	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
 cluster-up: deps
@@ -42,8 +42,11 @@ fault-clear:
 	python3 localcluster/cluster.py fault-clear
 
 # The suite's own tests: unit, pytester, and end-to-end against the local test bed (healthy run + fault matrix).
-test: cluster-up
+test: lint cluster-up
 	$(PYTEST) testing -p no:cacheprovider
+
+lint: deps
+	$(VENV)/bin/ruff check .
 
 unit: deps
 	$(PYTEST) testing/unit testing/plugin -p no:cacheprovider

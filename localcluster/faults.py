@@ -77,7 +77,8 @@ def list_faults() -> int:
 def _ctx() -> tuple[c.Bins, c.Kubectl, str]:
     if not c.pid_of("kube-apiserver") or not c.pid_of("kubelet"):
         raise c.BedError("the local cluster is not running; run `make cluster-up` first")
-    return c.build(quiet=True), c.Kubectl(bins), c.node_ip()
+    bins = c.build(quiet=True)
+    return bins, c.Kubectl(bins), c.node_ip()
 
 
 def _plugin_config(f: Fault | None) -> dict:

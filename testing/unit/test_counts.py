@@ -279,7 +279,7 @@ def test_free_gpus_counts_non_terminal_pods_on_the_node():
 def test_unhealthy_from_log():
     log = "\n".join([
         "I0501 10:00:00.000000       1 main.go:256] Starting NVIDIA Device Plugin",
-        f"I0501 10:00:01.000000       1 server.go:165] Registered device plugin for 'nvidia.com/gpu' with Kubelet",
+        "I0501 10:00:01.000000       1 server.go:165] Registered device plugin for 'nvidia.com/gpu' with Kubelet",
         f"I0501 10:05:00.000000       1 health.go:159] XidCriticalError: Xid=79 on Device={UUID_A}; marking device as unhealthy.",
         f"I0501 10:05:00.000100       1 server.go:271] 'nvidia.com/gpu' device marked unhealthy: {UUID_A}",
         f"I0501 10:06:00.000000       1 server.go:271] 'nvidia.com/gpu' device marked unhealthy: {UUID_B}",
