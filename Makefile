@@ -7,7 +7,7 @@ export KUBECONFIG := $(CURDIR)/.localcluster/kubeconfig
 SUITE_ARGS := --gpuconform-config localcluster/gpuconform.yaml
 APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static openssl iproute2
 
-.PHONY: lint help deps cluster-up cluster-down cluster-status faults fault fault-clear test unit demo suite cleanup
+.PHONY: bench lint help deps cluster-up cluster-down cluster-status faults fault fault-clear test unit demo suite cleanup
 
 help:
 	@echo "make demo | test | cluster-up | cluster-down | cluster-status | faults | fault NAME=... | fault-clear | cleanup"
@@ -58,6 +58,10 @@ suite:
 	  --junitxml reports/junit.xml --gpuconform-summary reports/summary.json
 
 demo: cluster-up suite
+
+# Wall time vs critical path and API request count of one healthy suite run (figures printed, not asserted).
+bench: cluster-up
+	$(PY) testing/bench.py
 
 cleanup: deps
 	$(PY) -m fixtures.plugin

@@ -84,6 +84,9 @@ DEFAULTS: dict[str, Any] = {
     "coverage": {"minCertifiedFraction": 1.0},
     "nodeProbe": {"enabled": True},  # privileged hostPath probe for the plugin socket (optional)
     "keepNamespaceOnFailure": False,
+    # --gpuconform-baseline FILE: a latency percentile regresses when it grew by more than latencyRelative AND
+    # by more than latencyAbsolute (timestamps have 1 s resolution); a check regresses when it passed before.
+    "baseline": {"latencyRelative": 0.2, "latencyAbsolute": "1s", "allowNewFailures": 0},
 }
 
 ENV_PREFIX = "GPUCONFORM_"
@@ -262,6 +265,16 @@ def _check(cfg: Config) -> None:
     q = cfg.get("limits.qps")
     if not isinstance(q, (int, float)) or isinstance(q, bool) or q <= 0:
         raise bad("limits.qps", f"must be a positive number, got {q!r}")
+    rel = cfg.get("baseline.latencyRelative")
+    if not isinstance(rel, (int, float)) or isinstance(rel, bool) or rel < 0:
+        raise bad("baseline.latencyRelative", f"must be a number >= 0 (0.2 = 20%), got {rel!r}")
+    try:
+        parse_duration(cfg.get("baseline.latencyAbsolute"), "baseline.latencyAbsolute")
+    except ConfigError as e:
+        raise ConfigError(f"{where('baseline.latencyAbsolute')}: {e}") from None
+    anf = cfg.get("baseline.allowNewFailures")
+    if not isinstance(anf, int) or isinstance(anf, bool) or anf < 0:
+        raise bad("baseline.allowNewFailures", f"must be an integer >= 0, got {anf!r}")
     f = cfg.get("coverage.minCertifiedFraction")
     if not isinstance(f, (int, float)) or isinstance(f, bool) or not 0 <= f <= 1:
         raise bad("coverage.minCertifiedFraction", f"must be between 0 and 1, got {f!r}")

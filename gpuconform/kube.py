@@ -161,6 +161,7 @@ class PodWatch:
     namespace: str
     selector: str
     pods: dict[str, dict] = field(default_factory=dict)
+    seen: dict[str, dict] = field(default_factory=dict)  # last state of every pod ever seen (also after deletion)
     cond: threading.Condition = field(default_factory=threading.Condition)
     stopped: bool = False
     error: BaseException | None = None
@@ -179,7 +180,7 @@ class PodWatch:
                                                                 _request_timeout=self.cluster.request_timeout)
                     with self.cond:
                         for p in lst.items:
-                            self.pods[p.metadata.name] = to_dict(self.cluster.api, p)
+                            self.pods[p.metadata.name] = self.seen[p.metadata.name] = to_dict(self.cluster.api, p)
                         self.cond.notify_all()
                     rv = lst.metadata.resource_version
                 w = kwatch.Watch()
@@ -196,7 +197,7 @@ class PodWatch:
                         if ev["type"] == "DELETED":
                             self.pods.pop(obj.metadata.name, None)
                         else:
-                            self.pods[obj.metadata.name] = to_dict(self.cluster.api, obj)
+                            self.pods[obj.metadata.name] = self.seen[obj.metadata.name] = to_dict(self.cluster.api, obj)
                         self.cond.notify_all()
             except ApiException as e:
                 if e.status == 410:  # resourceVersion too old: relist

@@ -175,3 +175,15 @@ def test_uses(broken):
     res.assert_outcomes(errors=1)
     r = by_check(summary(pytester))["test_uses"]
     assert r["outcome"] == "error" and r["reason"] == "ENV-RBAC"
+
+
+def test_unreachable_cluster_ends_the_session_with_one_line_and_exit_7(pytester: pytest.Pytester, child):
+    pytester.makepyfile(test_node="def test_per_node(gpu_node):\n    pass\n\n"
+                                  "def test_other(run):\n    pass\n")
+    res = child("--gpuconform-summary", "out.json")
+    assert res.ret == 7
+    out = res.stdout.str() + res.stderr.str()
+    lines = [ln for ln in out.splitlines() if "gpuconform pre-flight failed: [ENV-API]" in ln]
+    assert len(lines) == 1, out
+    assert "Traceback" not in out and "ERROR collecting" not in out
+    assert summary(pytester)["exit_status"] == 7

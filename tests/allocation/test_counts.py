@@ -4,7 +4,7 @@ from fixtures.plugin import raise_for
 from gpuconform import counts
 
 
-def test_advertised_gpus_match_the_hardware(run, cfg, gpu_node, evidence):
+def test_advertised_gpus_match_the_hardware(run, cfg, gpu_node, evidence, record_property):
     """MUST: capacity = allocatable = physical GPUs x sharing replicas (or the MIG profile counts); no device is
     Unhealthy, none is over- or under-advertised, and no stale GPU resource key remains."""
     node = run.refresh_node(gpu_node)
@@ -19,6 +19,8 @@ def test_advertised_gpus_match_the_hardware(run, cfg, gpu_node, evidence):
             if p["spec"].get("nodeName") == gpu_node:
                 unhealthy += counts.unhealthy_from_log(run.pod_log(p["metadata"]["namespace"], p["metadata"]["name"],
                                                                    tail=500))
+    for k, v in (("expected", exp.advertised), ("capacity", cap), ("allocatable", alloc)):
+        record_property(k, v)
     findings = counts.check_counts(node, exp, unhealthy) + counts.stale_resources(node, exp)
     if findings:
         first = findings[0]

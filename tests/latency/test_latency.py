@@ -8,7 +8,7 @@ from gpuconform import latency, metrics, pods
 from gpuconform.reasons import skip_reason
 
 
-def test_gpu_pod_start_latency_is_under_thresholds(run, cfg, gpu_node, pod_runner, evidence):
+def test_gpu_pod_start_latency_is_under_thresholds(run, cfg, gpu_node, pod_runner, evidence, record_property):
     """MUST: for single GPU pods (burst.samples, one at a time) and a burst (all free GPUs at once), every
     configured percentile threshold holds: scheduleP99, startP50, startP99 (server timestamps) and
     allocateP99 (kubelet_device_plugin_alloc_duration_seconds delta)."""
@@ -49,6 +49,8 @@ def test_gpu_pod_start_latency_is_under_thresholds(run, cfg, gpu_node, pod_runne
         if vals:
             s = latency.summarize(vals)
             sample[ph] = {"n": s.n, "p50": s.p50, "p95": s.p95, "p99": s.p99, "max": s.max, "note": s.note}
+            for q in ("p50", "p99"):
+                record_property(f"{ph}_{q}_s", getattr(s, q))
     after = run.kubelet_metrics(gpu_node)
     if before is not None and after is not None:
         name = "kubelet_device_plugin_alloc_duration_seconds"
@@ -57,6 +59,7 @@ def test_gpu_pod_start_latency_is_under_thresholds(run, cfg, gpu_node, pod_runne
         if delta and delta.count > 0:
             p99 = delta.quantile_upper_bound(0.99)
             sample["allocate"] = {"n": delta.count, "mean_s": delta.sum / delta.count, "p99_bucket_le_s": p99}
+            record_property("allocate_p99_bucket_le_s", p99)
             limit = run.cfg.seconds("thresholds.allocateP99")
             if p99 is not None and p99 > limit:
                 violations.append(latency.Violation("allocateP99 (kubelet Allocate RPC)", p99, limit, int(delta.count),

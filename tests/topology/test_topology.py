@@ -10,11 +10,10 @@ from gpuconform.reasons import skip_reason
 def test_kubelet_topology_and_cpu_manager_policies_are_as_expected(run, cfg, gpu_node, evidence):
     """MUST: the kubelet's topologyManagerPolicy (and scope) and cpuManagerPolicy, read from its configz,
     equal the expected ones."""
-    import json
 
     if not run.optional.get("nodes/proxy"):
         pytest.skip(skip_reason("ENV-NOT-CHECKED", "nodes/proxy not granted: kubelet configz not checked"))
-    kc = json.loads(run.kubelet_get(gpu_node, "configz")).get("kubeletconfig", {})
+    kc = run.kubelet_config(gpu_node) or {}
     got = {"topologyManagerPolicy": kc.get("topologyManagerPolicy", "none"),
            "topologyManagerScope": kc.get("topologyManagerScope", "container"),
            "cpuManagerPolicy": kc.get("cpuManagerPolicy", "none")}

@@ -1,0 +1,229 @@
+"""Before/after comparison of two JSON summaries (gpuconform.summary/v1): outcome counts, per-check status
+changes and per node+phase latency percentiles, with the regressions a CI gate can fail on.
+
+A latency percentile regresses only when it grew by more than `latencyRelative` AND by more than
+`latencyAbsolute` seconds: creation and start timestamps have 1 s resolution, so small values jump by whole
+seconds. A check regresses when it passed before and does not pass now; up to `allowNewFailures` of those are
+tolerated. Nodes present in only one summary are listed, not compared.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpuconform.report import OUTCOMES, outcome_counts, seconds
+
+SCHEMA = "gpuconform.summary/v1"
+DEFAULT_TOLERANCE: dict[str, float] = {"latencyRelative": 0.2, "latencyAbsolute": 1.0, "allowNewFailures": 0}
+PERCENTILES = ("p50", "p95", "p99", "max")
+# allocate comes from a kubelet histogram: only the p99 bucket bound is comparable.
+_PHASE_KEYS = {"schedule": {p: p for p in PERCENTILES}, "start": {p: p for p in PERCENTILES},
+               "allocate": {"p99": "p99_bucket_le_s"}}
+
+@dataclass(frozen=True)
+class StatusChange:
+    test: str
+    check: str
+    node: str | None
+    before: str | None  # None: not in that summary
+    after: str | None
+    reason: str | None = None  # the current reason code
+
+    @property
+    def kind(self) -> str:
+        if self.before is None:
+            return "new"
+        if self.after is None:
+            return "removed"
+        if self.before == "passed":
+            return "regression"
+        return "fixed" if self.after == "passed" else "changed"
+
+    def line(self) -> str:
+        where = self.node or "cluster"
+        why = f" ({self.reason})" if self.reason and self.after not in (None, "passed") else ""
+        return f"{self.check} on {where}: {self.before or 'absent'} -> {self.after or 'absent'}{why}"
+
+
+@dataclass(frozen=True)
+class LatencyDelta:
+    node: str
+    phase: str
+    percentile: str
+    before: float
+    after: float
+    regression: bool
+
+    def line(self) -> str:
+        return (f"{self.node} {self.phase} {self.percentile}: {seconds(self.before)} s -> {seconds(self.after)} s "
+                f"({_signed(self.after - self.before)} s)")
+
+
+@dataclass
+class Comparison:
+    previous_run: str | None
+    current_run: str | None
+    tolerance: dict[str, float]
+    counts: dict[str, dict[str, int]]  # outcome -> {"before", "after", "delta"}
+    changes: list[StatusChange] = field(default_factory=list)
+    latency: list[LatencyDelta] = field(default_factory=list)
+    nodes_only_previous: list[str] = field(default_factory=list)
+    nodes_only_current: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what could not be compared, and why
+
+    @property
+    def new_failures(self) -> list[StatusChange]:
+        return [c for c in self.changes if c.kind == "regression"]
+
+    @property
+    def regressions(self) -> list[str]:
+        """One line per regression: latency ones always, check ones when more than allowNewFailures."""
+        out = [f"latency {d.line()}" for d in self.latency if d.regression]
+        failures = self.new_failures
+        if len(failures) > self.tolerance["allowNewFailures"]:
+            out += [f"check {c.line()}" for c in failures]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable (non-finite seconds become the string '+Inf'), for the summary's 'baseline' key."""
+        return _jsonable({
+            "previous_run_id": self.previous_run, "current_run_id": self.current_run,
+            "tolerance": self.tolerance, "counts": self.counts,
+            "status_changes": [{**asdict(c), "kind": c.kind} for c in self.changes],
+            "latency": [asdict(d) for d in self.latency],
+            "nodes_only_previous": self.nodes_only_previous, "nodes_only_current": self.nodes_only_current,
+            "notes": self.notes, "new_failures": len(self.new_failures), "regressions": self.regressions,
+        })
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return seconds(obj)
+    return obj
+
+
+def _signed(v: float) -> str:
+    return ("+" if v > 0 and math.isfinite(v) else "") + seconds(v)
+
+
+def _percent(fraction: Any) -> str:
+    return f"{fraction * 100:g}%" if _number(fraction) is not None else str(fraction)
+
+
+def _check_schema(summary: dict, which: str) -> None:
+    found = summary.get("schema") if isinstance(summary, dict) else None
+    if found != SCHEMA:
+        raise ValueError(f"{which} summary has schema {found!r}, expected {SCHEMA!r}")
+
+
+def _nodes(summary: dict) -> set[str]:
+    names = set(summary.get("gpu_nodes") or [])
+    names |= {r["node"] for r in summary.get("results") or [] if r.get("node") is not None}
+    return names | {n["node"] for n in summary.get("latency") or [] if n.get("node") is not None}
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _regressed(before: float, after: float, tol: dict[str, float]) -> bool:
+    if after == before:  # also +Inf -> +Inf
+        return False
+    return after > before * (1 + tol["latencyRelative"]) and after - before > tol["latencyAbsolute"]
+
+
+def compare(previous: dict, current: dict, tolerance: dict | None = None) -> Comparison:
+    """Compares two summaries; raises ValueError when either is not a gpuconform.summary/v1 document."""
+    _check_schema(previous, "previous")
+    _check_schema(current, "current")
+    tol = {**DEFAULT_TOLERANCE, **(tolerance or {})}
+    before_counts = outcome_counts(previous.get("results") or [])
+    after_counts = outcome_counts(current.get("results") or [])
+    keys = list(OUTCOMES) + sorted((set(before_counts) | set(after_counts)) - set(OUTCOMES))
+    counts = {k: {"before": before_counts.get(k, 0), "after": after_counts.get(k, 0),
+                  "delta": after_counts.get(k, 0) - before_counts.get(k, 0)} for k in keys}
+    prev_nodes, cur_nodes = _nodes(previous), _nodes(current)
+    both = prev_nodes & cur_nodes
+    cmp = Comparison(previous.get("run_id"), current.get("run_id"), tol, counts,
+                     nodes_only_previous=sorted(prev_nodes - cur_nodes),
+                     nodes_only_current=sorted(cur_nodes - prev_nodes))
+
+    old = {r["test"]: r for r in previous.get("results") or [] if r.get("node") is None or r["node"] in both}
+    new = {r["test"]: r for r in current.get("results") or [] if r.get("node") is None or r["node"] in both}
+    for test in list(old) + [t for t in new if t not in old]:
+        a, b = old.get(test), new.get(test)
+        before = a.get("outcome") if a else None
+        after = b.get("outcome") if b else None
+        if before != after:
+            r = b or a or {}
+            cmp.changes.append(StatusChange(test, r.get("check") or test, r.get("node"), before, after,
+                                            b.get("reason") if b else None))
+
+    prev_lat = {n["node"]: n for n in previous.get("latency") or []}
+    cur_lat = {n["node"]: n for n in current.get("latency") or []}
+    for node in sorted(set(prev_lat) & set(cur_lat)):
+        for phase, keys_ in _PHASE_KEYS.items():
+            p, c = prev_lat[node].get(phase), cur_lat[node].get(phase)
+            if not isinstance(p, dict) or not isinstance(c, dict):
+                if p is not None or c is not None:
+                    cmp.notes.append(f"{node} {phase}: not compared (previous: {_state(p)}, current: {_state(c)})")
+                continue
+            for name, key in keys_.items():
+                x, y = _number(p.get(key)), _number(c.get(key))
+                if x is not None and y is not None:
+                    cmp.latency.append(LatencyDelta(node, phase, name, x, y, _regressed(x, y, tol)))
+    for node in sorted(set(prev_lat) ^ set(cur_lat)):
+        if node in both:
+            side = "current" if node in cur_lat else "previous"
+            cmp.notes.append(f"{node}: latency measured only in the {side} run")
+    return cmp
+
+
+def _state(stats: Any) -> str:
+    return "measured" if isinstance(stats, dict) else str(stats) if stats else "no samples"
+
+
+def _esc(v: Any) -> str:
+    return html.escape(str(v), quote=True)
+
+
+def render_html(comparison: Comparison) -> str:
+    """<table id="gc-baseline">: outcome counts, status changes and latency deltas, regressions highlighted."""
+    c = comparison
+    regs = c.regressions
+    head = (f"<p>Baseline: run {_esc(c.previous_run or '?')} \u2192 run {_esc(c.current_run or '?')}; "
+            f"{len(regs)} regression(s); new failures {len(c.new_failures)} "
+            f"(allowed {_esc(c.tolerance['allowNewFailures'])}); a latency percentile regresses when it grows by "
+            f"more than {_esc(_percent(c.tolerance['latencyRelative']))} and more than "
+            f"{_esc(seconds(c.tolerance['latencyAbsolute']))} s</p>")
+    items = [*regs, *(f"node {n}: only in the previous run, not compared" for n in c.nodes_only_previous),
+             *(f"node {n}: only in the current run, not compared" for n in c.nodes_only_current), *c.notes]
+    listing = "<ul>" + "".join(f"<li>{_esc(i)}</li>" for i in items) + "</ul>" if items else ""
+    rows = ['<tr><th colspan="5">outcome counts</th></tr>']
+    for outcome, n in c.counts.items():
+        rows.append(f"<tr><td>{_esc(outcome)}</td><td></td><td>{n['before']}</td><td>{n['after']}</td>"
+                    f"<td>{n['delta']:+d}</td></tr>")
+    if c.changes:
+        rows.append('<tr><th colspan="5">status changes</th></tr>')
+    for s in c.changes:
+        css = {"regression": "gc-failed", "fixed": "gc-passed"}.get(s.kind, "gc-none")
+        rows.append(f'<tr class="{css}"><td>{_esc(s.check)}</td><td>{_esc(s.node or "cluster")}</td>'
+                    f"<td>{_esc(s.before or 'absent')}</td><td>{_esc(s.after or 'absent')}</td>"
+                    f"<td>{_esc(s.kind)}{_esc(' ' + s.reason) if s.reason else ''}</td></tr>")
+    if c.latency:
+        rows.append('<tr><th colspan="5">latency (seconds)</th></tr>')
+    for d in c.latency:
+        css = "gc-failed" if d.regression else "gc-none"
+        rows.append(f'<tr class="{css}"><td>{_esc(d.phase)} {_esc(d.percentile)}</td><td>{_esc(d.node)}</td>'
+                    f"<td>{_esc(seconds(d.before))}</td><td>{_esc(seconds(d.after))}</td>"
+                    f"<td>{_esc(_signed(d.after - d.before))}{' regression' if d.regression else ''}</td></tr>")
+    table = (f'<table id="gc-baseline" class="gc-table"><thead><tr><th>what</th><th>node</th><th>before</th>'
+             f"<th>after</th><th>change</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return head + listing + table

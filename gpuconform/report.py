@@ -1,0 +1,395 @@
+"""HTML fragments for the pytest-html audit report, built from the JSON summary (gpuconform.summary/v1).
+
+Pure functions returning strings: inline HTML tables and SVG plots, no I/O and no third-party renderers.
+Every piece of dynamic text goes through html.escape. Put STYLE into the page once; the fragments use
+its `gc-` classes.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import json
+import math
+import re
+from typing import Any, Iterable
+
+OUTCOMES = ("passed", "failed", "error", "skipped")
+# Worst first: the outcome a matrix cell shows when several results share a (check, node).
+_SEVERITY = {"failed": 0, "error": 1, "passed": 2, "skipped": 3}
+
+STYLE = """<style>
+.gc-table{border-collapse:collapse;font:12px/1.4 sans-serif;margin:6px 0}
+.gc-table th,.gc-table td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
+.gc-table th{background:#f2f2f2}
+.gc-passed{background:#d4edda;color:#155724}
+.gc-failed{background:#f8d7da;color:#721c24}
+.gc-error{background:#fde2c4;color:#7a3e00}
+.gc-skipped{background:#e9ecef;color:#495057}
+.gc-none{background:#fff;color:#999}
+.gc-reason{display:block;font:10px monospace}
+.gc-note{font:12px sans-serif;color:#666;font-style:italic}
+.gc-config{font:11px monospace;background:#f8f8f8;padding:6px;border:1px solid #ddd}
+</style>"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def seconds(value: Any) -> str:
+    """A duration in seconds, short: 0.0004, 1, 12.5, +Inf; 'n/a' for None."""
+    if value is None or isinstance(value, bool):
+        return "n/a"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return f"{v:.3g}"
+
+
+def _finite(values: Iterable[Any]) -> list[float]:
+    out = []
+    for v in values:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out.append(float(v))
+    return out
+
+
+def _note(text: str) -> str:
+    return f'<p class="gc-note">{_e(text)}</p>'
+
+
+# ---------------------------------------------------------------- outcome matrix
+
+def outcome_counts(results: list[dict]) -> dict[str, int]:
+    """Results per outcome; the four standard outcomes are always present."""
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for r in results:
+        outcome = str(r.get("outcome"))
+        counts[outcome] = counts.get(outcome, 0) + 1
+    return counts
+
+
+def worst(outcomes: Iterable[str]) -> str:
+    """The outcome to show for several results: failed > error > passed > skipped."""
+    return min(outcomes, key=lambda o: _SEVERITY.get(o, -1), default="none")
+
+
+def matrix_html(results: list[dict], nodes: list[str]) -> str:
+    """<table id="gc-matrix">: one row per check, one column per GPU node (plus 'cluster' for node-less results)."""
+    if not results:
+        return _note("no results")
+    columns: list[str | None] = list(dict.fromkeys(nodes))
+    columns += [n for n in dict.fromkeys(r.get("node") for r in results) if n is not None and n not in columns]
+    if any(r.get("node") is None for r in results):
+        columns.append(None)
+    cells: dict[tuple[str, str | None], list[dict]] = {}
+    for r in results:
+        cells.setdefault((r.get("check") or r.get("test", "?"), r.get("node")), []).append(r)
+    checks = list(dict.fromkeys(check for check, _ in cells))
+    head = "".join(f"<th>{_e('cluster' if n is None else n)}</th>" for n in columns)
+    rows = []
+    for check in checks:
+        tds = "".join(_cell(cells.get((check, n), [])) for n in columns)
+        rows.append(f"<tr><th>{_e(check)}</th>{tds}</tr>")
+    return (f'<table id="gc-matrix" class="gc-table"><thead><tr><th>check</th>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _cell(rs: list[dict]) -> str:
+    if not rs:
+        return '<td class="gc-none">&#8211;</td>'
+    outcome = worst(r.get("outcome", "") for r in rs)
+    css = f"gc-{outcome}" if outcome in OUTCOMES else "gc-none"
+    reasons = list(dict.fromkeys(r["reason"] for r in rs if r.get("reason")))
+    if len(rs) == 1:
+        title = rs[0].get("message") or ""
+    else:
+        title = "\n".join(f"{r.get('outcome')}: {r.get('message') or ''}" for r in rs)
+    text = _e(outcome) + (f" ({len(rs)})" if len(rs) > 1 else "")
+    text += "".join(f'<span class="gc-reason">{_e(c)}</span>' for c in reasons)
+    title = _e(title).replace("\n", "&#10;")  # a line break that survives attribute normalisation
+    return f'<td class="{css}" title="{title}">{text}</td>'
+
+
+# ---------------------------------------------------------------- latency plots
+
+_SVG_NS = "http://www.w3.org/2000/svg"
+_COLOURS = {"start": "#1f77b4", "schedule": "#ff7f0e"}
+_THRESHOLD = re.compile(r"^(schedule|start)P(\d+)$")
+
+
+def _pods(latency: list[dict]) -> list[dict]:
+    return [p for node in latency for p in node.get("pods") or []]
+
+
+def _ticks(vmax: float, target: int = 5) -> list[float]:
+    """Round tick values from 0 to at least vmax (1, 2 or 5 times a power of ten apart)."""
+    if not vmax > 0 or not math.isfinite(vmax):
+        vmax = 1.0
+    raw = vmax / target
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw * (1 - 1e-9))
+    return [i * step for i in range(math.ceil(vmax / step - 1e-9) + 1)]
+
+
+def _x_axis(ticks: list[float], x0: float, x1: float, y: float, label: str) -> str:
+    span = ticks[-1] or 1.0
+    parts = [f'<line x1="{x0}" y1="{y}" x2="{x1}" y2="{y}" stroke="#333"/>']
+    for t in ticks:
+        x = x0 + (x1 - x0) * t / span
+        parts.append(f'<line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 4}" stroke="#333"/>'
+                     f'<text x="{x:.1f}" y="{y + 15}" text-anchor="middle">{_e(seconds(t))}</text>')
+    parts.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{y + 30}" text-anchor="middle">{_e(label)}</text>')
+    return "".join(parts)
+
+
+def _svg(id_: str, width: int, height: int, title: str, body: str) -> str:
+    return (f'<svg xmlns="{_SVG_NS}" id="{id_}" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+            f'role="img" aria-label="{_e(title)}" font-family="sans-serif" font-size="11">'
+            f"<title>{_e(title)}</title>{body}</svg>")
+
+
+def latency_cdf_svg(latency: list[dict], thresholds: dict[str, float]) -> str:
+    """<svg id="gc-latency-cdf">: empirical CDFs of start_s and schedule_s over all pods, with threshold lines."""
+    pods = _pods(latency)
+    series = {ph: sorted(_finite(p.get(f"{ph}_s") for p in pods)) for ph in ("start", "schedule")}
+    if not any(series.values()):
+        return _note("no latency samples: no CDF plot")
+    lines = sorted((float(v), k, m.group(1)) for k, v in thresholds.items()
+                   if (m := _THRESHOLD.match(k)) and _finite([v]))
+    w, h, left, right, top, bottom = 640, 320, 52, 150, 14, 50
+    x1, y1 = w - right, h - bottom
+    ticks = _ticks(max([v for s in series.values() for v in s] + [v for v, _, _ in lines]))
+    span = ticks[-1]
+
+    def sx(v: float) -> float:
+        return left + (x1 - left) * min(v, span) / span
+
+    def sy(f: float) -> float:
+        return y1 - (y1 - top) * f
+
+    parts = [f'<rect x="{left}" y="{top}" width="{x1 - left}" height="{y1 - top}" fill="none" stroke="#ddd"/>']
+    for f in (0, 0.25, 0.5, 0.75, 1):
+        parts.append(f'<line x1="{left - 4}" y1="{sy(f):.1f}" x2="{x1}" y2="{sy(f):.1f}" stroke="#eee"/>'
+                     f'<text x="{left - 6}" y="{sy(f) + 4:.1f}" text-anchor="end">{f:g}</text>')
+    parts.append(f'<text x="12" y="{(top + y1) / 2:.1f}" text-anchor="middle" '
+                 f'transform="rotate(-90 12 {(top + y1) / 2:.1f})">fraction of pods</text>')
+    parts.append(_x_axis(ticks, left, x1, y1, "seconds since pod creation"))
+    for ph, values in series.items():
+        if not values:
+            continue
+        pts = [(sx(0), sy(0))]
+        for i, v in enumerate(values):
+            pts += [(sx(v), sy(i / len(values))), (sx(v), sy((i + 1) / len(values)))]
+        pts.append((x1, sy(1)))
+        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
+        parts.append(f'<polyline class="gc-cdf-{ph}" points="{path}" fill="none" stroke="{_COLOURS[ph]}" '
+                     f'stroke-width="2"><title>{_e(ph)}: n={len(values)}</title></polyline>')
+    for i, (v, name, phase) in enumerate(lines):
+        x, colour = sx(v), _COLOURS[phase]
+        anchor, dx = ("end", -3) if x > (left + x1) / 2 else ("start", 3)
+        parts.append(f'<line class="gc-threshold" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{y1}" stroke="{colour}" '
+                     f'stroke-dasharray="5,3"/><text x="{x + dx:.1f}" y="{top + 12 + 12 * i}" '
+                     f'text-anchor="{anchor}" fill="{colour}" stroke="#fff" stroke-width="3" paint-order="stroke">'
+                     f"{_e(name)} {_e(seconds(v))} s</text>")
+    legend = [(f"{ph} (n={len(v)})" if v else f"{ph} (no samples)", _COLOURS[ph], "") for ph, v in series.items()]
+    legend += [("threshold", "#666", ' stroke-dasharray="5,3"')] if lines else []
+    for i, (text, colour, dash) in enumerate(legend):
+        y = top + 10 + 16 * i
+        parts.append(f'<line x1="{x1 + 12}" y1="{y}" x2="{x1 + 32}" y2="{y}" stroke="{colour}" stroke-width="2"'
+                     f'{dash}/><text x="{x1 + 36}" y="{y + 4}">{_e(text)}</text>')
+    return _svg("gc-latency-cdf", w, h, "pod latency CDF (server timestamps)", "".join(parts))
+
+
+_PHASES = (("create\u2192scheduled", "#9467bd"), ("scheduled\u2192started", "#2ca02c"))
+
+
+def phase_breakdown_svg(latency: list[dict]) -> str:
+    """<svg id="gc-latency-phases">: one stacked bar per pod, create→scheduled then scheduled→started."""
+    bars = []
+    for node in latency:
+        for p in node.get("pods") or []:
+            sched, start = (_finite([p.get(k)]) for k in ("schedule_s", "start_s"))
+            if not sched and not start:
+                continue
+            a = sched[0] if sched else 0.0
+            b = max(start[0] - a, 0.0) if start else 0.0
+            tip = (f"{p.get('pod')} on {node.get('node')}: scheduled {seconds(p.get('schedule_s'))} s, "
+                   f"started {seconds(p.get('start_s'))} s after creation")
+            bars.append((str(p.get("pod")), a, b, tip))
+    if not bars:
+        return _note("no latency samples: no phase breakdown")
+    row, left, right, top, bottom, w = 18, 180, 20, 30, 44, 640
+    h = top + row * len(bars) + bottom
+    x1, y_axis = w - right, top + row * len(bars)
+    ticks = _ticks(max(a + b for _, a, b, _ in bars))
+
+    def sx(v: float) -> float:
+        return left + (x1 - left) * min(v, ticks[-1]) / ticks[-1]
+
+    parts = []
+    for i, (name, colour) in enumerate(_PHASES):
+        x = left + 170 * i
+        parts.append(f'<rect x="{x}" y="8" width="12" height="10" fill="{colour}"/>'
+                     f'<text x="{x + 16}" y="17">{_e(name)}</text>')
+    for i, (pod, a, b, tip) in enumerate(bars):
+        y = top + row * i
+        label = pod if len(pod) <= 28 else pod[:27] + "\u2026"
+        parts.append(f'<g><title>{_e(tip)}</title>'
+                     f'<text x="{left - 6}" y="{y + 13}" text-anchor="end">{_e(label)}</text>'
+                     f'<rect x="{left}" y="{y + 3}" width="{sx(a) - left:.1f}" height="12" fill="{_PHASES[0][1]}"/>'
+                     f'<rect x="{sx(a):.1f}" y="{y + 3}" width="{sx(a + b) - sx(a):.1f}" height="12" '
+                     f'fill="{_PHASES[1][1]}"/></g>')
+    parts.append(_x_axis(ticks, left, x1, y_axis, "seconds since pod creation"))
+    return _svg("gc-latency-phases", w, h, "pod latency by phase (server timestamps)", "".join(parts))
+
+
+# ---------------------------------------------------------------- percentile table
+
+def _limits(phase: str, thresholds: dict[str, float]) -> list[tuple[str, str, float]]:
+    """(threshold name, summary key, seconds) for every threshold on this phase, e.g. startP99 -> p99."""
+    out = []
+    for name, v in thresholds.items():
+        m = re.fullmatch(rf"{phase}P(\d+)", name)
+        if m and _finite([v]):
+            out.append((name, "p99_bucket_le_s" if phase == "allocate" else f"p{m.group(1)}", float(v)))
+    return out
+
+
+def _verdict(stats: dict, limits: list[tuple[str, str, float]]) -> str:
+    if not limits:
+        return "no threshold"
+    over, unknown = [], []
+    for name, key, limit in limits:
+        v = stats.get(key)
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            unknown.append(name)
+        elif v > limit:
+            over.append(f"{name} exceeded")
+    return "; ".join(over + [f"{n} not evaluated" for n in unknown]) or "within"
+
+
+def percentile_table_html(latency: list[dict], thresholds: dict[str, float]) -> str:
+    """<table id="gc-percentiles">: per node and phase, n/p50/p95/p99/max, thresholds, verdict and note."""
+    if not latency:
+        return _note("no latency samples")
+    rows = []
+    for node in latency:
+        for phase in ("schedule", "start", "allocate"):
+            stats = node.get(phase)
+            limits = _limits(phase, thresholds)
+            limit_text = ", ".join(f"{n} \u2264 {seconds(v)} s" for n, _, v in limits) or "none"
+            lead = f"<td>{_e(node.get('node'))}</td><td>{_e(phase)}</td>"
+            if not isinstance(stats, dict):
+                why = stats if isinstance(stats, str) else "no samples"
+                rows.append(f'<tr class="gc-none">{lead}<td colspan="5">&#8211;</td><td>{_e(limit_text)}</td>'
+                            f"<td>not evaluated</td><td>{_e(why)}</td></tr>")
+                continue
+            verdict = _verdict(stats, limits)
+            css = {"within": "gc-passed"}.get(verdict, "gc-failed" if "exceeded" in verdict else "gc-none")
+            if phase == "allocate":
+                values = ["n/a", "n/a", "\u2264 " + seconds(stats.get("p99_bucket_le_s")), "n/a"]
+                note = (f"mean {seconds(stats.get('mean_s'))} s; p99 is the upper bound of a kubelet histogram "
+                        "bucket")
+            else:
+                values = [seconds(stats.get(k)) for k in ("p50", "p95", "p99", "max")]
+                note = stats.get("note") or ""
+            n = stats.get("n")
+            cols = "".join(f"<td>{_e(v)}</td>" for v in [n if n is not None else "n/a", *values])
+            rows.append(f'<tr class="{css}">{lead}{cols}<td>{_e(limit_text)}</td><td>{_e(verdict)}</td>'
+                        f"<td>{_e(note)}</td></tr>")
+    head = "".join(f"<th>{c}</th>" for c in ("node", "phase", "n", "p50 s", "p95 s", "p99 s", "max s", "threshold",
+                                             "verdict", "note"))
+    return (f'<table id="gc-percentiles" class="gc-table"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+# ---------------------------------------------------------------- environment
+
+SECRET_KEYS = ("token", "password", "secret", "key", "cert", "credential")
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_LONG_FORMS = {"certificate": "cert", "passwd": "password"}
+_REFERENCE_WORDS = {"name", "names", "ref", "refs"}  # secretName, secretKeyRef: point at a Secret, hold no value
+
+
+def is_secret_key(key: str, secret_keys: Iterable[str] = SECRET_KEYS) -> bool:
+    """Whole-word match on camelCase/snake_case/kebab-case words (plurals and 'certificate' included).
+
+    Kept: a bare 'key'/'keys' (a label or taint key, e.g. tolerations[].key), keys that name or reference a
+    Secret (…Name, …Ref) and pull-secret lists (pullSecrets, imagePullSecrets: Secret names, not values).
+    """
+    words = [w.lower() for w in _WORD.findall(str(key))]
+    if not words or words in (["key"], ["keys"]) or words[-1] in _REFERENCE_WORDS or words[-2:] == ["pull", "secrets"]:
+        return False
+    roots = {s.lower() for s in secret_keys}
+    for w in words:
+        w = w[:-1] if w.endswith("s") and len(w) > 3 else w
+        if _LONG_FORMS.get(w, w) in roots:
+            return True
+    return False
+
+
+def redact(obj: Any, secret_keys: Iterable[str] = SECRET_KEYS) -> Any:
+    """A deep copy with the value of every secret-looking dict key (see is_secret_key) set to '<redacted>'."""
+    keys = tuple(secret_keys)
+    if isinstance(obj, dict):
+        return {k: "<redacted>" if is_secret_key(k, keys) else redact(v, keys) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(redact(v, keys) for v in obj)
+    return copy.deepcopy(obj)
+
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_./<>+][A-Za-z0-9_./<>@+=, -]*$")
+_YAML_WORDS = re.compile(r"^(null|~|true|false|yes|no|on|off|[-+]?[0-9.]+(e[-+]?\d+)?)$", re.IGNORECASE)
+
+
+def _scalar(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if v == {}:
+        return "{}"
+    if v == []:
+        return "[]"
+    s = str(v)
+    return s if _PLAIN.match(s) and not _YAML_WORDS.match(s) and s == s.strip() else json.dumps(s)
+
+
+def yamlish(obj: Any, indent: int = 0) -> list[str]:
+    """Block-style YAML lines for nested dicts and lists (strings quoted only when needed)."""
+    pad = "  " * indent
+    if isinstance(obj, dict) and obj:
+        lines = []
+        for k, v in obj.items():
+            if isinstance(v, (dict, list, tuple)) and v:
+                lines += [f"{pad}{_scalar(k)}:", *yamlish(v, indent + 1)]
+            else:
+                lines.append(f"{pad}{_scalar(k)}: {_scalar(v)}")
+        return lines
+    if isinstance(obj, (list, tuple)) and obj:
+        lines = []
+        for item in obj:
+            sub = yamlish(item, indent + 1)
+            lines += [f"{pad}- {sub[0].lstrip()}", *sub[1:]]
+        return lines
+    return [pad + _scalar(obj)]
+
+
+def environment_html(fingerprint: dict, config: dict) -> str:
+    """<section id="gc-environment">: fingerprint table (#gc-fingerprint) and the config as YAML (#gc-config).
+
+    The caller passes an already redacted config (see redact).
+    """
+    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e('n/a' if v is None else v)}</td></tr>" for k, v in fingerprint.items())
+    table = (f'<table id="gc-fingerprint" class="gc-table"><tbody>{rows}</tbody></table>' if rows
+             else _note("no environment fingerprint"))
+    text = "\n".join(yamlish(config))
+    return (f'<section id="gc-environment">{table}<pre id="gc-config" class="gc-config">{_e(text)}</pre>'
+            "</section>")

@@ -1,0 +1,247 @@
+"""End-to-end: the suite delivered in-cluster (manifests/) against the local test bed.
+
+The manifests are applied as shipped, with three adaptations for the bed, all in `bed_objects`:
+- the bed runs no kube-proxy, so the `kubernetes` Service VIP is unreachable from pods: the Job's container gets
+  KUBERNETES_SERVICE_HOST/PORT set to the API server's endpoint (read from the Service's EndpointSlice);
+- the ConfigMap gets the bed's current config (localcluster/gpuconform.yaml; the shipped copy is its snapshot);
+- no CPU request for the runner: the bed's only real node has 1 allocatable CPU, and the topology check's
+  Guaranteed pod needs all of it (on a real cluster the runner prefers non-GPU nodes and requests 100m);
+- a run id in the Job's args, so the test finds (and would remove) exactly the namespaces this run created.
+The image is localhost/gpuconform/suite:dev, built and imported by `cluster.py up` (localcluster/imagebuild.py).
+
+Each test holds the bed's suite lock (/tmp/gpuconform-cluster.lock, flock) while its Job runs and deletes
+everything it applied (the namespace and the cluster-scoped RBAC) even when it fails.
+Needs the local cluster (`make cluster-up`); skipped with a reason when it is not running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import fcntl
+import json
+import secrets
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+from bedtools import KUBECONFIG, ROOT, get, kubectl
+
+MANIFESTS = ROOT / "manifests"
+NS, JOB = "gpuconform-system", "gpuconform"
+LOCK = Path("/tmp/gpuconform-cluster.lock")
+RUN_LABEL = "gpuconform.dev/run"
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
+                                                  reason="local cluster not running (make cluster-up)")]
+
+
+# ---------------------------------------------------------------- helpers
+
+def manifests() -> list[dict]:
+    """Every object in manifests/*.yaml, in the order `kubectl apply -f manifests/` applies them."""
+    objs = []
+    for f in sorted(MANIFESTS.glob("*.yaml")):
+        objs += [o for o in yaml.safe_load_all(f.read_text()) if o]
+    return objs
+
+
+def find(objs: list[dict], kind: str, name: str) -> dict:
+    return next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
+
+
+def apiserver_endpoint() -> tuple[str, str]:
+    """The API server's address as pods must reach it on the bed (there is no kube-proxy for the Service VIP)."""
+    sl = get("endpointslices", "-n", "default", "-l", "kubernetes.io/service-name=kubernetes")["items"][0]
+    return sl["endpoints"][0]["addresses"][0], str(sl["ports"][0]["port"])
+
+
+def bed_objects(run_id: str, window: int) -> list[dict]:
+    objs = copy.deepcopy(manifests())
+    find(objs, "ConfigMap", "gpuconform-config")["data"]["gpuconform.yaml"] = \
+        (ROOT / "localcluster" / "gpuconform.yaml").read_text()
+    job = find(objs, "Job", JOB)
+    job["spec"]["activeDeadlineSeconds"] = 420  # a hung run cannot outlive the test's budget
+    ctr = job["spec"]["template"]["spec"]["containers"][0]
+    host, port = apiserver_endpoint()
+    ctr["env"] = [e for e in ctr["env"] if e["name"] != "GPUCONFORM_RETRIEVAL_WINDOW"] + [
+        {"name": "GPUCONFORM_RETRIEVAL_WINDOW", "value": str(window)},
+        {"name": "KUBERNETES_SERVICE_HOST", "value": host}, {"name": "KUBERNETES_SERVICE_PORT", "value": port}]
+    ctr["args"] = [*ctr.get("args", []), "--gpuconform-run-id", run_id]
+    ctr["resources"]["requests"].pop("cpu")
+    return objs
+
+
+@contextlib.contextmanager
+def suite_lock(timeout: float = 1800) -> Iterator[None]:
+    """The bed's suite lock (the same flock(2) lock `flock /tmp/gpuconform-cluster.lock ...` takes)."""
+    with open(LOCK, "a") as f:
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > end:
+                    pytest.fail(f"{LOCK} still held by another suite run after {timeout:.0f}s")
+                time.sleep(2)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def delete_all(objs: list[dict], run_id: str | None = None) -> None:
+    """Deletes what `objs` created (namespace first, which takes the Job and its pod along) and waits for it."""
+    kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", check=False,
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    if run_id:  # namespaces of a suite run that was killed before its own cleanup
+        kubectl("delete", "namespace", "-l", f"{RUN_LABEL}={run_id}", "--ignore-not-found", "--wait=false",
+                check=False)
+    end = time.monotonic() + 150
+    while kubectl("get", "namespace", NS, "--ignore-not-found", "-o", "name", check=False).strip():
+        assert time.monotonic() < end, f"namespace {NS} still terminating after 150s"
+        time.sleep(2)
+
+
+@contextlib.contextmanager
+def applied(objs: list[dict], run_id: str) -> Iterator[None]:
+    delete_all(objs)  # leftovers of an interrupted earlier run
+    try:
+        kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+        yield
+    finally:
+        delete_all(objs, run_id)
+
+
+def suite_pod(timeout: float, until_ready: bool) -> dict:
+    """The Job's pod once it is Ready (reports complete) or its container terminated; fails with its state."""
+    end, last = time.monotonic() + timeout, None
+    while time.monotonic() < end:
+        items = get("pods", "-n", NS, "-l", f"job-name={JOB}")["items"]
+        if items:
+            last = items[0]
+            st = last.get("status", {})
+            cs = (st.get("containerStatuses") or [{}])[0]
+            if cs.get("state", {}).get("terminated"):
+                return last
+            if until_ready and cs.get("ready"):
+                return last
+        time.sleep(2)
+    logs = kubectl("logs", "-n", NS, f"job/{JOB}", "--tail=40", check=False)
+    pytest.fail(f"the suite pod was not {'Ready' if until_ready else 'done'} after {timeout:.0f}s; "
+                f"last status: {json.dumps((last or {}).get('status'), indent=1)[:3000]}\nlog tail:\n{logs}")
+
+
+def job_finished(timeout: float = 60) -> dict:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        job = get("job", "-n", NS, JOB)
+        done = [c["type"] for c in job.get("status", {}).get("conditions", [])
+                if c["type"] in ("Complete", "Failed") and c["status"] == "True"]
+        if done:
+            return job
+        time.sleep(2)
+    pytest.fail(f"Job {JOB} not finished after {timeout:.0f}s: {json.dumps(job.get('status'))}")
+
+
+def exit_code(pod: dict) -> int | None:
+    term = (pod["status"].get("containerStatuses") or [{}])[0].get("state", {}).get("terminated") or {}
+    return term.get("exitCode")
+
+
+def summary_from_log(log: str) -> dict:
+    lines = [ln for ln in log.splitlines() if ln.startswith("GPUCONFORM_SUMMARY ")]
+    assert len(lines) == 1, f"expected one GPUCONFORM_SUMMARY line in the log, got {len(lines)}:\n{log[-3000:]}"
+    return json.loads(lines[0].split(" ", 1)[1])
+
+
+# ---------------------------------------------------------------- tests
+
+def test_manifests_are_plain_least_privilege_and_restricted():
+    """Static: what the pre-flight requires is exactly what the required ClusterRole grants; the optional
+    nodes/proxy is apart; the runner namespace enforces restricted and is not a sweepable run namespace."""
+    from fixtures.session import OPTIONAL, REQUIRED
+
+    objs = manifests()
+
+    def grants(role: dict) -> set[tuple[str, str, str]]:
+        return {(verb, group, res) for r in role["rules"] for verb in r["verbs"] for group in r["apiGroups"]
+                for res in r["resources"]}
+
+    required = {(verb, group, f"{res}/{sub}" if sub else res) for verb, group, res, sub, _ in REQUIRED}
+    assert grants(find(objs, "ClusterRole", "gpuconform")) == required
+    assert grants(find(objs, "ClusterRole", "gpuconform-nodes-proxy")) == {
+        (verb, group, f"{res}/{sub}") for verb, group, res, sub, _ in OPTIONAL.values()}
+    ns = find(objs, "Namespace", NS)["metadata"]["labels"]
+    assert ns["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert "app.kubernetes.io/part-of" not in ns
+    job = find(objs, "Job", JOB)["spec"]
+    assert job["backoffLimit"] == 0 and job["activeDeadlineSeconds"] and job["ttlSecondsAfterFinished"]
+    names = [f.name for f in sorted(MANIFESTS.glob("*.yaml"))]
+    assert names.index("namespace.yaml") == 0 and names[-1] == "suite-job.yaml", names  # apply order
+
+
+def test_job_runs_the_suite_in_cluster_and_its_reports_can_be_fetched(tmp_path):
+    run_id = f"incluster-{secrets.token_hex(3)}"
+    objs = bed_objects(run_id, window=300)
+    t0 = time.monotonic()
+    with suite_lock(), applied(objs, run_id):
+        t_locked = time.monotonic()
+        pod = suite_pod(timeout=200, until_ready=True)
+        name = pod["metadata"]["name"]
+        assert exit_code(pod) is None, "the pod ended before its retrieval window"
+        out = tmp_path / "reports"
+        kubectl("cp", f"{NS}/{name}:/reports", str(out))  # the documented way: needs tar in the image
+        kubectl("exec", "-n", NS, name, "--", "touch", "/reports/done")
+        job = job_finished()
+        pod = get("pod", "-n", NS, name)
+        log = kubectl("logs", "-n", NS, name)
+        left = [n["metadata"]["name"] for n in get("namespaces", "-l", f"{RUN_LABEL}={run_id}")["items"]
+                if n.get("status", {}).get("phase") != "Terminating"]
+        t_run = time.monotonic() - t_locked
+    print(f"in-cluster run: {t_run:.0f}s with the lock, {time.monotonic() - t0:.0f}s in all")
+
+    summary = json.loads((out / "summary.json").read_text())
+    bad = [r for r in summary["results"] if r["outcome"] != "passed"]
+    assert not bad, json.dumps(bad, indent=1)
+    assert summary["exit_status"] == 0, summary
+    assert summary["results"] and summary["certified_nodes"] == summary["gpu_nodes"] == ["gpu-node-0"]
+    assert summary["run_id"] == run_id
+    assert any(r["check"] == "test_plugin_socket_exists_in_device_plugins_dir" for r in summary["results"]), \
+        "the privileged node probe should run in-cluster too (in its own privileged run namespace)"
+    assert summary["optional_permissions"] == {"nodes/proxy": True}
+    html = (out / "report.html").read_text()
+    assert len(html) > 10_000 and "<html" in html.lower()
+    assert (out / "junit.xml").read_text().lstrip().startswith("<?xml")
+    assert (out / "exit-code").read_text().strip() == "0"
+    assert summary_from_log(log)["exit_status"] == 0
+    assert "in-cluster service account" in log
+    assert exit_code(pod) == 0
+    assert any(c["type"] == "Complete" and c["status"] == "True" for c in job["status"]["conditions"]), job["status"]
+    assert not left, f"the in-cluster run left namespaces behind: {left}"
+
+
+def test_a_missing_permission_fails_the_job_with_exit_7_naming_it():
+    from fixtures.session import REQUIRED
+
+    run_id = f"incluster-{secrets.token_hex(3)}"
+    objs = bed_objects(run_id, window=0)
+    role = find(objs, "ClusterRole", "gpuconform")
+    pods_rule = next(r for r in role["rules"] if r["resources"] == ["pods"])
+    pods_rule["verbs"].remove("delete")
+    with suite_lock(), applied(objs, run_id):
+        pod = suite_pod(timeout=150, until_ready=False)
+        job = job_finished()
+        log = kubectl("logs", "-n", NS, pod["metadata"]["name"])
+    assert exit_code(pod) == 7, log[-3000:]
+    assert any(c["type"] == "Failed" and c["status"] == "True" for c in job["status"]["conditions"]), job["status"]
+    lines = [ln for ln in log.splitlines() if "missing permissions" in ln]
+    assert len(lines) == 1, f"expected one line naming the missing permissions, got {len(lines)}:\n{log[-3000:]}"
+    line = lines[0]
+    assert "delete pods" in line, line
+    others = {f"{verb} {res}{'/' + sub if sub else ''}" for verb, _, res, sub, _ in REQUIRED} - {"delete pods"}
+    assert not [p for p in others if p in line], f"names permissions that are granted: {line}"
+    assert summary_from_log(log)["exit_status"] == 7
