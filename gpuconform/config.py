@@ -43,6 +43,8 @@ def parse_duration(value: Any, where: str) -> float:
 # The schema: nested dicts of defaults. A default's type is the accepted type (durations are strings ending in
 # s/ms/m). None means "optional, any of the documented forms", validated in _check below.
 DEFAULTS: dict[str, Any] = {
+    "preset": "",  # a vendor profile from gpuconform/presets.py, applied under this file's own keys
+    "vendor": "nvidia",  # nvidia | amd | intel: which vendor tooling the workload probes may rely on
     "resourceName": "nvidia.com/gpu",
     "nodes": {
         "selector": "nvidia.com/gpu.present=true",  # label selector for GPU nodes (plus nodes with the resource)
@@ -161,6 +163,7 @@ def load(path: str | os.PathLike | None, overrides: dict[str, str] | None = None
     """Builds the effective config. `overrides` are `dotted.key=value` pairs from the command line."""
     data = copy.deepcopy(DEFAULTS)
     sources: dict[str, str] = {}
+    loaded: dict = {}
     if path:
         p = Path(path)
         try:
@@ -173,9 +176,21 @@ def load(path: str | os.PathLike | None, overrides: dict[str, str] | None = None
             raise ConfigError(f"{p}{at}: not valid YAML ({getattr(e, 'problem', e)})") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"{p}: the top level must be a mapping of keys, got {type(loaded).__name__}")
-        _merge(data, loaded, str(p), sources)
-    flat_defaults = _flatten(DEFAULTS)
     env = os.environ if environ is None else environ
+    preset, preset_from = loaded.get("preset", ""), f"{path}: 'preset'"
+    if env_name("preset") in env:
+        preset, preset_from = env[env_name("preset")], f"environment variable {env_name('preset')}"
+    if "preset" in (overrides or {}):
+        preset, preset_from = (overrides or {})["preset"], "--gpuconform-set preset"
+    if preset:
+        from gpuconform.presets import PRESETS
+
+        if preset not in PRESETS:
+            raise ConfigError(f"{preset_from}: unknown preset {preset!r} (known: {', '.join(PRESETS)})")
+        _merge(data, copy.deepcopy(PRESETS[preset][1]), f"preset {preset}", sources)
+    if loaded:
+        _merge(data, loaded, str(path), sources)
+    flat_defaults = _flatten(DEFAULTS)
     for dotted, default in flat_defaults.items():
         name = env_name(dotted)
         if name in env:
@@ -210,6 +225,8 @@ def _check(cfg: Config) -> None:
     def bad(key: str, msg: str) -> ConfigError:
         return ConfigError(f"{where(key)}: '{key}' {msg}")
 
+    if cfg.get("vendor") not in ("nvidia", "amd", "intel"):
+        raise bad("vendor", f"must be nvidia|amd|intel, got {cfg.get('vendor')!r}")
     if not _RESOURCE.match(str(cfg.get("resourceName"))):
         raise bad("resourceName", f"must look like vendor.com/name, got {cfg.get('resourceName')!r}")
     for key in ("nodes.selector", "nodes.exclude", "plugin.selector"):

@@ -114,6 +114,13 @@ def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None =
 
     if cap is None:
         keys = sorted(k for k in cap_all if "/" in k and not k.startswith(("hugepages-", "kubernetes.io/")))
+        vendor = exp.resource.split("/")[0]
+        mig_keys = [k for k in keys if k.startswith(f"{vendor}/mig-") and (qty(cap_all[k]) or 0) > 0]
+        if mig_keys:
+            out.append(Finding("GPU-F09-MIG-MISMATCH",
+                               f"{name}: advertises MIG resources {mig_keys} (MIG strategy mixed) instead of "
+                               f"{exp.resource}, but the expected MIG strategy is {exp.mig_strategy}"))
+            return out
         out.append(Finding("GPU-F01-NOT-REGISTERED",
                            f"{name}: {exp.resource} is absent from node capacity although the node is a GPU node "
                            f"({exp.source}); extended resources present: {keys or 'none'}"))

@@ -135,15 +135,16 @@ def test_kwok_nodes_are_ready_with_gpus_and_run_pods(ns):
     assert len(kwok) >= 3, f"expected at least 3 kwok nodes, found {len(kwok)}"
     for n in kwok:
         ready = {c["type"]: c["status"] for c in n["status"]["conditions"]}.get("Ready")
-        assert ready == "True" and int(n["status"]["allocatable"].get(RES, "0")) > 0, n["metadata"]["name"]
-    target = kwok[0]["metadata"]["name"]
+        gpus = {k: v for k, v in n["status"]["allocatable"].items() if k.startswith("nvidia.com/") and int(v) > 0}
+        assert ready == "True" and gpus, f"{n['metadata']['name']}: Ready={ready}, GPU resources {gpus}"
+    target = next(n["metadata"]["name"] for n in kwok if int(n["status"]["allocatable"].get(RES, "0")) > 0)
     pod(ns, "on-kwok", gpus=1, node=target, image=IMAGES["vectoradd"])
     wait(f"a pod requesting 1 GPU to run on {target}", lambda: phase(ns, "on-kwok") == "Running")
     assert get("pod", "-n", ns, "on-kwok")["spec"]["nodeName"] == target
 
 
 def test_gpu_taint_keeps_untolerating_pods_off_the_kwok_pool(ns):
-    target = get("nodes", "-l", "type=kwok")["items"][0]["metadata"]["name"]
+    target = get("nodes", "-l", "type=kwok,node-pool=kwok-plain")["items"][0]["metadata"]["name"]
     pod(ns, "no-toleration", gpus=0, node=target, command=["true"], tolerate=False)
 
     def untolerated() -> str:

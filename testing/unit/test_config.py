@@ -227,3 +227,41 @@ def test_validation_errors(key, value, fragment):
     with pytest.raises(ConfigError) as e:
         load(None, {key: value}, environ={})
     assert fragment in str(e.value) and key in str(e.value)
+
+
+# ------------------------------------------------------------------ vendor presets
+
+from gpuconform.presets import PRESETS  # noqa: E402
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_loads_and_validates(name):
+    cfg = gconfig.load(None, {"preset": name}, environ={})
+    assert cfg.sources["resourceName"] == f"preset {name}"
+    assert cfg.get("vendor") in ("nvidia", "amd", "intel")
+
+
+def test_preset_sits_under_the_file_and_env_and_cli(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("preset: nvidia-time-slicing\nsharing:\n  replicas: 8\n")
+    cfg = gconfig.load(f, {}, environ={})
+    assert cfg.get("sharing.strategy") == "time-slicing" and cfg.sources["sharing.strategy"] == "preset nvidia-time-slicing"
+    assert cfg.get("sharing.replicas") == 8 and cfg.sources["sharing.replicas"] == str(f)
+    cfg = gconfig.load(f, {}, environ={"GPUCONFORM_PRESET": "nvidia-time-slicing-renamed"})
+    assert cfg.get("sharing.renamed") is True
+    cfg = gconfig.load(f, {"preset": "amd", "nodes.expectedGpus": "8"}, environ={})
+    assert cfg.get("resourceName") == "amd.com/gpu" and cfg.get("nodes.expectedGpus") == 8
+
+
+def test_unknown_preset_is_one_line_naming_where_it_came_from(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("preset: nvidia-mig-triple\n")
+    with pytest.raises(ConfigError) as e:
+        gconfig.load(f, {}, environ={})
+    msg = str(e.value)
+    assert "\n" not in msg and str(f) in msg and "'nvidia-mig-triple'" in msg and "nvidia-mig-mixed" in msg
+
+
+def test_unknown_vendor_is_rejected():
+    with pytest.raises(ConfigError, match="vendor"):
+        gconfig.load(None, {"vendor": "matrox"}, environ={})

@@ -293,3 +293,15 @@ def test_expectation_is_frozen():
     e = Expectation("nvidia.com/gpu", 4, 1, "x")
     with pytest.raises(Exception):
         e.physical = 5  # type: ignore[misc]
+
+
+def test_mig_mixed_node_checked_as_plain_is_a_mig_mismatch_not_unregistered():
+    node = {"metadata": {"name": "n1", "labels": {"nvidia.com/gpu.count": "4", "nvidia.com/mig.strategy": "mixed"}},
+            "status": {"capacity": {"nvidia.com/mig-3g.20gb": "4", "nvidia.com/mig-1g.5gb": "8"},
+                       "allocatable": {"nvidia.com/mig-3g.20gb": "4", "nvidia.com/mig-1g.5gb": "8"}}}
+    cfg = {"resourceName": "nvidia.com/gpu", "nodes": {"expectedGpus": "auto", "poolLabel": ""},
+           "sharing": {"strategy": "none", "replicas": "auto", "renamed": False},
+           "mig": {"strategy": "none", "profiles": {}}}
+    findings = check_counts(node, expectation(node, cfg))
+    assert [f.code for f in findings] == ["GPU-F09-MIG-MISMATCH"]
+    assert "nvidia.com/mig-3g.20gb" in findings[0].message and "expected MIG strategy is none" in findings[0].message

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from fixtures.plugin import raise_for
+from fixtures.plugin import raise_for, require_nvidia_tooling
 from gpuconform import pods, probes
 from gpuconform.reasons import skip_reason
 
@@ -38,6 +38,7 @@ def _visible(log):
 
 def test_vector_add_succeeds_through_the_plugin(run, cfg, gpu_node, pod_runner, evidence):
     """MUST: a pod requesting one GPU runs the CUDA vector-add sample to 'Test PASSED' with exit code 0."""
+    require_nvidia_tooling(cfg, "the CUDA vector-add sample")
     _need(run, gpu_node, 1)
     ns = run.ensure_namespace()
     name = pod_runner.create(pods.vector_add_pod(f"vectoradd-{gpu_node}"[:63], ns, run.run_id, gpu_node, cfg,
@@ -53,6 +54,7 @@ def test_vector_add_succeeds_through_the_plugin(run, cfg, gpu_node, pod_runner, 
 def test_pods_see_exactly_the_gpus_they_request(run, cfg, gpu_node, pod_runner, evidence):
     """MUST: a pod requesting no GPU sees none; a pod requesting N GPUs sees exactly N (device nodes and
     nvidia-smi agree with NVIDIA_VISIBLE_DEVICES)."""
+    require_nvidia_tooling(cfg, "device visibility from nvidia-smi and /dev/nvidiaN")
     free = _need(run, gpu_node, 1)
     n = min(2, free, cfg["limits"]["maxGpusPerNode"])
     ns = run.ensure_namespace()
@@ -80,6 +82,7 @@ def test_pods_see_exactly_the_gpus_they_request(run, cfg, gpu_node, pod_runner, 
 def test_burst_allocates_every_free_gpu_once_and_one_more_waits(run, cfg, gpu_node, pod_runner, evidence):
     """MUST: N single-GPU pods created at once (N = free GPUs) all run, each on a different device; pod N+1
     stays Pending for lack of GPUs (not an admission failure)."""
+    require_nvidia_tooling(cfg, "telling devices apart by nvidia-smi UUID")
     free = _need(run, gpu_node, 1)
     n = min(free, cfg["limits"]["maxGpusPerNode"])
     ns = run.ensure_namespace()

@@ -58,7 +58,7 @@ def test_gpu_pod_start_latency_is_under_thresholds(run, cfg, gpu_node, pod_runne
         delta = h.minus(metrics.histogram(before, name, resource_name=res)) if h else None
         if delta and delta.count > 0:
             p99 = delta.quantile_upper_bound(0.99)
-            sample["allocate"] = {"n": delta.count, "mean_s": delta.sum / delta.count, "p99_bucket_le_s": p99}
+            sample["allocate"] = {"n": int(delta.count), "mean_s": delta.sum / delta.count, "p99_bucket_le_s": p99}
             record_property("allocate_p99_bucket_le_s", p99)
             limit = run.cfg.seconds("thresholds.allocateP99")
             if p99 is not None and p99 > limit:

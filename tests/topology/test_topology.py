@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.plugin import raise_for
+from fixtures.plugin import raise_for, require_nvidia_tooling
 from gpuconform import pods, probes
 from gpuconform.reasons import skip_reason
 
@@ -28,6 +28,7 @@ def test_kubelet_topology_and_cpu_manager_policies_are_as_expected(run, cfg, gpu
 def test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node(run, cfg, gpu_node, pod_runner, evidence):
     """MUST: a Guaranteed pod with 1 exclusive CPU and 1 GPU is admitted, and its CPUs and GPU sit on one NUMA
     node (in-pod evidence: Cpus_allowed_list, node cpulists, the GPU's numa_node). numa_node -1 is N/A."""
+    require_nvidia_tooling(cfg, "finding the GPU's PCI NUMA node with nvidia-smi")
     if (why := run.node(gpu_node).skip_reason(1)):
         pytest.skip(skip_reason(*why))
     free = run.free_gpus(gpu_node)

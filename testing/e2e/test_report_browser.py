@@ -1,0 +1,136 @@
+"""The HTML audit report from a real run against the local test bed, opened in headless Chromium.
+
+A short run (counts + latency, with startP99 forced to 0s so the latency check fails and carries evidence)
+writes report.html; Chromium loads it over the DevTools protocol, and the test asserts that the matrix, both
+latency plots, the percentile table, the environment header and the failing test's evidence are rendered
+and visible (non-empty boxes, not display:none / visibility:hidden). The screenshot is kept as an artefact in
+reports/browser-selftest.png.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import websocket
+from bedtools import KUBECONFIG, ROOT
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SHOT = ROOT / "reports" / "browser-selftest.png"
+
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(not KUBECONFIG.exists(), reason="local cluster not running (make cluster-up)"),
+              pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (make deps installs it)")]
+
+# Each entry: a CSS selector that must be visible, and text the element must contain (or "").
+VISIBLE = {
+    "matrix": ("#gc-matrix", "test_gpu_pod_start_latency_is_under_thresholds"),
+    "latency CDF": ("#gc-latency-cdf", "startP99"),
+    "phase breakdown": ("#gc-latency-phases", ""),
+    "percentile table": ("#gc-percentiles", "p99"),
+    "environment": ("#gc-fingerprint", "v1.34.4"),
+    "failing test's evidence": (".extras-container, .extra", "evidence"),
+}
+
+PROBE_JS = """
+(() => {
+  const want = %s;
+  const out = {};
+  for (const [name, [sel, text]] of Object.entries(want)) {
+    const els = Array.from(document.querySelectorAll(sel)).filter(e => {
+      const r = e.getBoundingClientRect(), s = getComputedStyle(e);
+      return r.width > 0 && r.height > 0 && s.display !== 'none' && s.visibility !== 'hidden';
+    });
+    const hit = els.find(e => !text || e.textContent.includes(text));
+    out[name] = hit ? 'visible' : (els.length ? 'visible, text ' + JSON.stringify(text) + ' missing'
+                                               : 'not visible (' + document.querySelectorAll(sel).length + ' found)');
+  }
+  return JSON.stringify(out);
+})()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DevTools:
+    """Just enough of the Chrome DevTools protocol: navigate, evaluate, screenshot."""
+
+    def __init__(self, ws_url: str):
+        self.ws = websocket.create_connection(ws_url, timeout=60, suppress_origin=True)
+        self.next_id = 0
+
+    def call(self, method: str, **params):
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self.next_id:
+                assert "error" not in msg, msg
+                return msg["result"]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    env = {**os.environ, "KUBECONFIG": str(KUBECONFIG)}
+    res = subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
+                          "-k", "advertised or latency", "--gpuconform-config", "localcluster/gpuconform.yaml",
+                          "--gpuconform-set", "burst.samples=1", "--gpuconform-set", "thresholds.startP99=0s",
+                          "--html", str(out / "report.html"), "--self-contained-html"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 1, f"expected the forced latency failure:\n{res.stdout[-3000:]}\n{res.stderr[-2000:]}"
+    return out / "report.html"
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    port = free_port()
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    proc = subprocess.Popen([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                             "--disable-dev-shm-usage", f"--user-data-dir={profile}", f"--remote-debugging-port={port}",
+                             "--remote-allow-origins=*", "--window-size=1400,2400", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 60
+        while True:
+            try:
+                pages = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json", timeout=2).read())
+                page = next(p for p in pages if p.get("type") == "page")
+                break
+            except Exception:  # noqa: BLE001 - not up yet
+                assert time.monotonic() < end and proc.poll() is None, "chromium did not start"
+                time.sleep(0.5)
+        yield DevTools(page["webSocketDebuggerUrl"])
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_report_shows_matrix_plots_and_evidence_in_a_browser(report, browser):
+    browser.call("Page.enable")
+    browser.call("Page.navigate", url=report.as_uri())
+    want = json.dumps({k: list(v) for k, v in VISIBLE.items()})
+    end = time.monotonic() + 30
+    while True:  # pytest-html renders its table with JavaScript after load
+        got = json.loads(browser.call("Runtime.evaluate", expression=PROBE_JS % want,
+                                      returnByValue=True)["result"]["value"])
+        if all(v == "visible" for v in got.values()) or time.monotonic() > end:
+            break
+        time.sleep(0.5)
+    shot = browser.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+    SHOT.parent.mkdir(parents=True, exist_ok=True)
+    SHOT.write_bytes(base64.b64decode(shot["data"]))
+    problems = {k: v for k, v in got.items() if v != "visible"}
+    assert not problems, f"{problems} (screenshot: {SHOT})"
