@@ -60,6 +60,8 @@ DEFAULTS: dict[str, Any] = {
         "socket": "nvidia-gpu.sock",
         "maxRestarts": 0,  # restarts allowed before a plugin pod counts as crash-looping
     },
+    # GPU operator: where its validator pods run. Empty namespace = no operator, and its check is deselected.
+    "operator": {"namespace": "", "validatorSelector": "app=nvidia-operator-validator"},
     "topology": {"policy": "single-numa-node", "cpuManagerPolicy": "static", "scope": "any"},
     "images": {
         "vectorAdd": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
@@ -229,7 +231,7 @@ def _check(cfg: Config) -> None:
         raise bad("vendor", f"must be nvidia|amd|intel, got {cfg.get('vendor')!r}")
     if not _RESOURCE.match(str(cfg.get("resourceName"))):
         raise bad("resourceName", f"must look like vendor.com/name, got {cfg.get('resourceName')!r}")
-    for key in ("nodes.selector", "nodes.exclude", "plugin.selector"):
+    for key in ("nodes.selector", "nodes.exclude", "plugin.selector", "operator.validatorSelector"):
         v = cfg.get(key)
         if not isinstance(v, str) or (v and not _SELECTOR.match(v)):
             raise bad(key, f"must be a label selector like a=b,c!=d, got {v!r}")

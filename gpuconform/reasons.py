@@ -84,6 +84,9 @@ _R = [
            "The cluster is slow or stuck; raise timeouts.* only after reading the last state shown."),
     Reason("ENV-NOT-CHECKED", "skip", "check needs an optional permission or probe that is disabled",
            "Grant nodes/proxy (metrics, configz) or enable the node probe to cover this check."),
+    Reason("ENV-OPERATOR-NOT-READY", "error", "the GPU operator's validation has not passed on this node",
+           "Results on this node are not meaningful until the operator's validator pod is Ready: read its init "
+           "container logs (driver, toolkit, cuda, plugin validation) in the operator namespace."),
     Reason("ENV-NODE-NOT-READY", "skip", "GPU node is NotReady or cordoned", "Fix or uncordon the node, then rerun."),
 ]
 REASONS: dict[str, Reason] = {r.code: r for r in _R}

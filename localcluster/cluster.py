@@ -58,7 +58,9 @@ IMAGES = {
     "plugin": "localhost/gpuconform/gpu-device-plugin:sim",
     "probe": "localhost/gpuconform/probe-tools:sim",
     "vectoradd": "localhost/gpuconform/cuda-sample:vectoradd-sim",
+    "suite": "localhost/gpuconform/suite:dev",  # the suite itself, for manifests/ (in-cluster Job)
 }
+IMAGE_LABEL = {"org.opencontainers.image.source": "gpuconform localcluster (built from local files)"}
 PLUGIN_NS, PLUGIN_DS, PLUGIN_CM = "kube-system", "nvidia-device-plugin-daemonset", "gpu-sim-config"
 RESOURCE = "nvidia.com/gpu"
 
@@ -411,7 +413,7 @@ def build_images(bins: Bins) -> list[Path]:
     out = STATE / "images"
     b = bins.images
     busybox = Path(shutil.which("busybox") or "/bin/busybox")
-    label = {"org.opencontainers.image.source": "gpuconform localcluster (built from local files)"}
+    label = IMAGE_LABEL
     imgs = [
         imagebuild.Image(IMAGES["pause"], ["/pause"], files=[("pause", b / "pause")], labels=label),
         imagebuild.Image(IMAGES["plugin"], ["/usr/bin/nvidia-device-plugin"],
@@ -422,7 +424,20 @@ def build_images(bins: Bins) -> list[Path]:
         imagebuild.Image(IMAGES["vectoradd"], [], cmd=["/cuda-samples/vectorAdd"],
                          files=[("cuda-samples/vectorAdd", b / "vectoradd")], labels=label, user="1000:1000"),
     ]
-    return [imagebuild.write_archive(i, out / (i.name.rsplit("/", 1)[-1].replace(":", "_") + ".tar")) for i in imgs]
+    archives = [imagebuild.write_archive(i, out / (i.name.rsplit("/", 1)[-1].replace(":", "_") + ".tar")) for i in imgs]
+    return archives + [build_suite_image()]
+
+
+def build_suite_image() -> Path:
+    """The suite image, the local equivalent of manifests/Dockerfile: host Python 3.11, the venv's dependencies
+    and the working tree's suite (imagebuild.suite_image); cheap when nothing changed. Also used by
+    testing/e2e/test_incluster.py, so the Job it runs tests the current tree."""
+    busybox = Path(shutil.which("busybox") or "/bin/busybox")
+    try:
+        img = imagebuild.suite_image(IMAGES["suite"], HERE.parent, busybox, labels=IMAGE_LABEL)
+    except RuntimeError as e:
+        raise BedError(f"building {IMAGES['suite']}: {e}") from None
+    return imagebuild.write_archive(img, STATE / "images" / (img.name.rsplit("/", 1)[-1].replace(":", "_") + ".tar"))
 
 
 def ctr(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -435,8 +450,9 @@ def import_images(archives: list[Path]) -> None:
     say(f"imported {len(archives)} images into containerd: {', '.join(IMAGES.values())}")
 
 
-def write_hardware() -> None:
-    """The simulated GPUs: what NVML would enumerate on this host (device nodes + a description)."""
+def write_hardware(numa: int = 0) -> None:
+    """The simulated GPUs: what NVML would enumerate on this host (device nodes + a description). `numa` is the
+    NUMA node the GPUs physically sit on (what sysfs/nvidia-smi in a pod show)."""
     (GPU_SIM / "dev").mkdir(parents=True, exist_ok=True)
     (GPU_SIM / "run").mkdir(parents=True, exist_ok=True)
     gpus = []
@@ -445,7 +461,7 @@ def write_hardware() -> None:
         if not node.exists():
             os.mknod(node, 0o666 | 0o020000, os.makedev(1, 3))  # a char device with /dev/null's numbers
         gpus.append({"index": i, "minor": i, "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{NODE_NAME}/gpu{i}')}",
-                     "name": GPU_PRODUCT, "pciBusId": f"00000000:{0x07 + i * 8:02X}:00.0", "numaNode": 0,
+                     "name": GPU_PRODUCT, "pciBusId": f"00000000:{0x07 + i * 8:02X}:00.0", "numaNode": numa,
                      "memoryTotalMiB": 40960})
     (GPU_SIM / "hardware.json").write_text(json.dumps(
         {"driverVersion": DRIVER, "cudaVersion": CUDA, "gpus": gpus}, indent=1))
@@ -540,6 +556,59 @@ def plugin_objects(config: dict) -> list[dict]:
 
 HEALTHY_PLUGIN = {"resourceName": RESOURCE, "socketName": "nvidia-gpu.sock"}
 
+OPERATOR_NS, VALIDATOR = "gpu-operator", "nvidia-operator-validator"
+
+
+def operator_objects(failing: str = "") -> list[dict]:
+    """The GPU operator's validator DaemonSet, as far as the suite sees it: init containers that validate the
+    stack, then a Ready pod. `failing` makes the driver validation fail with that message (FAULTS.md F16)."""
+    labels = {"app": VALIDATOR, "app.kubernetes.io/part-of": "gpuconform-localcluster"}
+    restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    validate = f"echo '{failing}' | tee /dev/termination-log; exit 1" if failing else "echo driver validation passed"
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NS, "labels": {
+            "pod-security.kubernetes.io/enforce": "restricted"}}},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": VALIDATOR, "namespace": OPERATOR_NS,
+                                                                    "labels": labels},
+         "spec": {"selector": {"matchLabels": {"app": VALIDATOR}},
+                  "template": {"metadata": {"labels": labels}, "spec": {
+                      "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
+                                          "seccompProfile": {"type": "RuntimeDefault"}},
+                      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                      "nodeSelector": {"nvidia.com/gpu.present": "true"},
+                      "terminationGracePeriodSeconds": 1,
+                      "initContainers": [{"name": "driver-validation", "image": IMAGES["probe"],
+                                          "imagePullPolicy": "IfNotPresent", "command": ["sh", "-c", validate],
+                                          "securityContext": restricted}],
+                      "containers": [{"name": "nvidia-operator-validator", "image": IMAGES["probe"],
+                                      "imagePullPolicy": "IfNotPresent",
+                                      "command": ["sh", "-c", "echo all validations are successful; exec sleep 2147483647"],
+                                      "securityContext": restricted}]}}}},
+    ]
+
+
+def validator_state(kubectl: Kubectl) -> str:
+    """'ready', 'failing' (init container failed at least once) or '' for the validator pod on the GPU node."""
+    pods = kubectl.json("get", "pods", "-n", OPERATOR_NS, "-l", f"app={VALIDATOR}",
+                        "--field-selector", f"spec.nodeName={NODE_NAME}")["items"]
+    for p in pods:
+        if p["metadata"].get("deletionTimestamp"):
+            continue
+        st = p.get("status", {})
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in st.get("conditions", [])):
+            return "ready"
+        if any(cs.get("restartCount", 0) > 0 or (cs.get("state") or {}).get("terminated", {}).get("exitCode")
+               for cs in st.get("initContainerStatuses") or []):
+            return "failing"
+    return ""
+
+
+def deploy_operator(kubectl: Kubectl, failing: str = "") -> None:
+    kubectl.apply(*operator_objects(failing))
+    want = "failing" if failing else "ready"
+    wait_for(f"the GPU operator validator on {NODE_NAME} to be {want}", lambda: validator_state(kubectl) == want,
+             90, "kubelet")
+
 
 def deploy_plugin(kubectl: Kubectl, config: dict | None = None) -> None:
     kubectl("label", "node", NODE_NAME, "--overwrite", *(f"{k}={v}" for k, v in gfd_labels(GPUS).items()))
@@ -568,15 +637,34 @@ def wait_plugin_registered(kubectl: Kubectl) -> None:
 
 # ---------------------------------------------------------------- kwok
 
+# The kwok pool imitates what GPU Feature Discovery and the NVIDIA plugin publish for three setups, so the
+# suite's sharing and MIG rules run end to end against real Node objects: whole GPUs, time-slicing with 4
+# replicas (nvidia.com/gpu = 4 x 4), and MIG strategy mixed (each A100-40GB as 1x 3g.20gb + 2x 1g.5gb).
+KWOK_POOLS = ["plain", "time-slicing", "mig-mixed"]
+TS_REPLICAS = 4
+MIG_MIXED = {"mig-3g.20gb": 1, "mig-1g.5gb": 2}  # per GPU
+
+
 def kwok_node(i: int) -> dict:
     name = f"kwok-gpu-{i}"
-    res = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "1Ti", RESOURCE: str(GPUS)}
+    pool = KWOK_POOLS[i % len(KWOK_POOLS)]
+    res = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "1Ti"}
+    labels = gfd_labels(GPUS)
+    if pool == "plain":
+        res[RESOURCE] = str(GPUS)
+    elif pool == "time-slicing":
+        res[RESOURCE] = str(GPUS * TS_REPLICAS)
+        labels.update({"nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": str(TS_REPLICAS)})
+    else:
+        labels["nvidia.com/mig.strategy"] = "mixed"
+        for profile, per_gpu in MIG_MIXED.items():
+            res[f"nvidia.com/{profile}"] = str(GPUS * per_gpu)
+            labels[f"nvidia.com/{profile}.count"] = str(GPUS * per_gpu)
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name,
                          "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
                          "labels": {"type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                                    "kubernetes.io/arch": "amd64", "node-pool": "kwok-gpu",
-                                    **gfd_labels(GPUS)}},
+                                    "kubernetes.io/arch": "amd64", "node-pool": f"kwok-{pool}", **labels}},
             "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
             "status": {"capacity": res, "allocatable": res}}
 
@@ -650,6 +738,7 @@ def up() -> None:
     if not read_state().get("fault"):
         deploy_plugin(kubectl)
         wait_plugin_registered(kubectl)
+        deploy_operator(kubectl)
     start_kwok(bins, kubectl)
     mem = cluster_memory_mib()
     say(f"cluster up in {time.monotonic() - T0:.0f}s; processes use {mem} MiB RSS; "
@@ -721,8 +810,10 @@ def main(argv: list[str]) -> int:
     try:
         if len(argv) == 2 and argv[0] == "fault":
             return faults.apply(argv[1]) or 0
+        if argv[:1] == ["restart-kubelet"] and len(argv) <= 2:
+            return faults.restart_kubelet(float(argv[1]) if len(argv) == 2 else 0)
         if len(argv) != 1 or argv[0] not in cmds:
-            raise BedError(f"usage: cluster.py {{{'|'.join(cmds)}|fault NAME}}")
+            raise BedError(f"usage: cluster.py {{{'|'.join(cmds)}|fault NAME|restart-kubelet [DELAY_S]}}")
         return cmds[argv[0]]() or 0
     except BedError as e:
         print(f"localcluster: error: {e}", file=sys.stderr)

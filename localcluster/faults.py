@@ -8,6 +8,9 @@ containerd's image store. `fault-clear` restores the healthy state; applying a f
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
 
 import cluster as c
@@ -24,6 +27,9 @@ class Fault:
     taint: str = ""
     policy: str = ""  # kubelet topologyManagerPolicy
     remove_image: str = ""
+    operator_failing: str = ""  # the GPU operator's driver validation fails with this message
+    restart_kubelet_after: float = 0  # restart the kubelet this many seconds after the fault is applied
+    hardware_numa: int | None = None  # rewrite the simulated hardware: the NUMA node the GPUs physically sit on
     # node (capacity, allocatable) to wait for before the fault counts as applied; None = healthy counts,
     # () = don't wait (the fault itself makes the counts unpredictable, e.g. a crash-looping plugin)
     counts: tuple | None = None
@@ -61,6 +67,14 @@ FAULTS: dict[str, Fault] = {
                                taint="gpuconform.dev/maintenance=true:NoSchedule"),
     "slow-allocate": Fault("latency", "Allocate sleeps 2.5 s, so pod start latency exceeds thresholds",
                            plugin={"allocateDelayMs": 2500}),
+    "kubelet-restart": Fault("F11", "the kubelet restarts 12 s after this command returns (start the suite at "
+                             "once): the plugin must re-register while the suite runs", restart_kubelet_after=12),
+    "operator-not-ready": Fault("F16", "the GPU operator's driver validation fails on the GPU node: its validator "
+                                "pod is stuck in Init:CrashLoopBackOff",
+                                operator_failing="driver validation failed: NVIDIA kernel module not loaded"),
+    "numa-misreported": Fault("NUMA", "the GPUs sit on NUMA node 1 but the plugin reports NUMA 0 to the kubelet: "
+                              "single-numa-node admits a Guaranteed GPU pod with CPUs on NUMA 0, GPU on NUMA 1",
+                              plugin={"numaOverride": {str(i): 0 for i in range(c.GPUS)}}, hardware_numa=1),
     "topology-policy-none": Fault("topology", "kubelet topologyManagerPolicy is none instead of single-numa-node",
                                   policy="none"),
 }
@@ -116,6 +130,17 @@ def _restart_kubelet(bins: c.Bins, kubectl: c.Kubectl, ip: str, policy: str, wip
     c.start_kubelet(bins, ip, kubectl, policy)
 
 
+def restart_kubelet(after: float = 0) -> int:
+    """Restarts the kubelet (after a delay), keeping its device checkpoint, and waits for the plugin to
+    re-register: what a node agent upgrade or a kubelet crash does under a running workload."""
+    time.sleep(after)
+    bins, kubectl, ip = _ctx()
+    _restart_kubelet(bins, kubectl, ip, c.read_state().get("topology_policy", "single-numa-node"), wipe_checkpoint=False)
+    c.wait_plugin_registered(kubectl)
+    c.say(f"kubelet restarted (after {after:g}s) and the plugin re-registered")
+    return 0
+
+
 def clear(quiet: bool = False) -> int:
     bins, kubectl, ip = _ctx()
     st = c.read_state()
@@ -124,6 +149,10 @@ def clear(quiet: bool = False) -> int:
     kubectl("taint", "node", c.NODE_NAME, "gpuconform.dev/maintenance-", check=False)
     if prev and prev.remove_image:
         c.import_images(c.build_images(bins))
+    if prev and prev.hardware_numa is not None:
+        c.write_hardware()
+    if prev and prev.operator_failing or c.validator_state(kubectl) != "ready":
+        c.deploy_operator(kubectl)
     if st.get("topology_policy", "single-numa-node") != "single-numa-node":
         _restart_kubelet(bins, kubectl, ip, "single-numa-node", wipe_checkpoint=False)
     c.write_state(fault=None, topology_policy="single-numa-node")
@@ -142,6 +171,10 @@ def apply(name: str) -> int:
         clear(quiet=True)
     bins, kubectl, ip = _ctx()
     c.write_state(fault=name)
+    if f.hardware_numa is not None:
+        c.write_hardware(numa=f.hardware_numa)
+    if f.operator_failing:
+        c.deploy_operator(kubectl, failing=f.operator_failing)
     if f.plugin:
         _restart_plugin(kubectl, f)
     if f.kubelet_reset:
@@ -163,6 +196,10 @@ def apply(name: str) -> int:
         c.wait_plugin_registered(kubectl)
     if f.remove_image:
         c.ctr("images", "rm", f.remove_image)
+    if f.restart_kubelet_after:
+        log = (c.STATE / "logs" / "kubelet-restart.log").open("a")
+        subprocess.Popen([sys.executable, str(c.HERE / "cluster.py"), "restart-kubelet", str(f.restart_kubelet_after)],
+                         stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
     want = f.counts if f.counts is not None else (str(c.GPUS), str(c.GPUS))
     if want and not f.kubelet_reset:
         # The kubelet publishes the plugin's new device list with its next status update: wait for it, so the

@@ -56,6 +56,12 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
     "slow-allocate": ({"test_gpu_pod_start_latency_is_under_thresholds": "GPU-LATENCY-THRESHOLD"}, set()),
     "topology-policy-none": ({"test_kubelet_topology_and_cpu_manager_policies_are_as_expected":
                               "GPU-TOPOLOGY-POLICY"}, set()),
+    "numa-misreported": ({"test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": "GPU-NUMA-MISALIGNED"}, set()),
+    # The restart lands while allocation tests run: pods in flight may see the registration gap.
+    "kubelet-restart": ({"test_kubelet_counts_the_plugin_registration": "GPU-F11-REGISTRATION-UNSTABLE"},
+                        {BUSY, "GPU-F02-CAPACITY-ZERO", "GPU-F05-UNEXPECTED-ADMISSION", "GPU-F07-NOT-SCHEDULABLE",
+                         "ENV-TIMEOUT"}),
+    "operator-not-ready": ({"test_gpu_operator_validation_passed_on_the_node": "ENV-OPERATOR-NOT-READY"}, set()),
 }
 
 
@@ -131,5 +137,4 @@ def teardown_module(module):
         text = "fault                  check                                                            " \
                "reason code                      result\n" + "\n".join(_matrix_rows) + "\n"
         MATRIX_OUT.parent.mkdir(exist_ok=True)
-        MATRIX_OUT.write_text(text)
-        print("\n" + text)
+        MATRIX_OUT.write_text(text)  # conftest.py prints it in the terminal summary

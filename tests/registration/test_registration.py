@@ -47,17 +47,24 @@ def test_gpu_resource_is_in_node_capacity(run, cfg, gpu_node, evidence):
 
 
 def test_kubelet_counts_the_plugin_registration(run, cfg, gpu_node, evidence):
-    """MUST: the kubelet's kubelet_device_plugin_registration_total for the resource is present, and did not
-    grow during the run (a re-registration means a plugin or kubelet restart)."""
+    """MUST: the kubelet's kubelet_device_plugin_registration_total for the resource is present, and neither it
+    grew nor the kubelet restarted (process_start_time_seconds) during the run: a re-registration means a
+    plugin or kubelet restart."""
     if not run.optional.get("nodes/proxy"):
         pytest.skip(skip_reason("ENV-NOT-CHECKED", "nodes/proxy not granted: kubelet metrics not checked"))
     samples = run.kubelet_metrics(gpu_node)
     now = metrics.value(samples, "kubelet_device_plugin_registration_total", resource_name=cfg["resourceName"])
-    evidence.note("registration_total", {"at_start": run.registration_before.get(gpu_node), "now": now})
+    started, started_before = metrics.value(samples, "process_start_time_seconds"), run.kubelet_started_before.get(gpu_node)
+    evidence.note("registration_total", {"at_start": run.registration_before.get(gpu_node), "now": now,
+                                         "kubelet_process_start_at_start": started_before, "kubelet_process_start_now": started})
     if now is None:
         raise_for("GPU-F01-NOT-REGISTERED", f"{gpu_node}: kubelet_device_plugin_registration_total"
                   f"{{resource_name=\"{cfg['resourceName']}\"}} is absent: the kubelet has no registration "
                   f"for this resource since it started")
+    if started is not None and started_before is not None and started != started_before:
+        raise_for("GPU-F11-REGISTRATION-UNSTABLE", f"{gpu_node}: the kubelet restarted during the run (process "
+                  f"start time {started_before:.0f} -> {started:.0f}); its registration counter restarted at {now:g}, "
+                  f"so the plugin had to re-register and allocatable may have dropped meanwhile")
     before = run.registration_before.get(gpu_node)
     if before is not None and now > before:
         raise_for("GPU-F11-REGISTRATION-UNSTABLE", f"{gpu_node}: registration counter went {before:g} -> {now:g} "
@@ -85,3 +92,31 @@ def test_plugin_socket_exists_in_device_plugins_dir(run, cfg, gpu_node, pod_runn
         raise_for("GPU-F01-NOT-REGISTERED", f"{gpu_node}: {sock} not found in /var/lib/kubelet/device-plugins "
                   f"(entries: {[ln.split()[-1] for ln in listing.splitlines()[1:] if ln.split()]})")
 
+
+
+@pytest.mark.gpu_operator
+def test_gpu_operator_validation_passed_on_the_node(run, cfg, gpu_node, evidence):
+    """MUST: where a GPU operator manages the node, its validator pod there is Ready (driver, toolkit, CUDA and
+    plugin validations passed); otherwise the node's results are not meaningful (error, not fail)."""
+    d = cfg["operator"]
+    mine = [p for p in run.operator_validators() if p["spec"].get("nodeName") == gpu_node]
+    if not mine:
+        raise_for("ENV-OPERATOR-NOT-READY", f"{gpu_node}: no validator pod matching {d['validatorSelector']!r} in "
+                  f"namespace {d['namespace']} runs on this GPU node (operator not deployed here?)")
+    for p in mine:
+        evidence.pod(p["metadata"]["namespace"], p["metadata"]["name"])
+        st = p.get("status", {})
+        ready = {c["type"]: c.get("status") for c in st.get("conditions", []) or []}.get("Ready")
+        if ready == "True":
+            continue
+        stuck = []
+        for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+            state = cs.get("state") or {}
+            why = (state.get("waiting") or {}).get("reason") or (state.get("terminated") or {}).get("reason")
+            last = (cs.get("lastState") or {}).get("terminated") or (state.get("terminated") or {})
+            if not cs.get("ready") and why:
+                msg = (last.get("message") or "").strip()[:200]
+                stuck.append(f"{cs['name']}: {why}, restarts {cs.get('restartCount', 0)}"
+                             + (f", last exit {last.get('exitCode')}: {msg}" if last else ""))
+        raise_for("ENV-OPERATOR-NOT-READY", f"{gpu_node}: GPU operator validator {p['metadata']['name']} is not "
+                  f"Ready (phase {st.get('phase')}): " + ("; ".join(stuck) or "no container state reported"))
