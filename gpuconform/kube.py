@@ -10,6 +10,7 @@ retried past a terminal state.
 from __future__ import annotations
 
 import logging
+import re
 import os
 import threading
 import time
@@ -28,6 +29,24 @@ from .reasons import EnvironmentProblem
 # Tokens must never reach logs: the client's and urllib3's debug logging print headers.
 for _name in ("kubernetes", "kubernetes.client.rest", "urllib3", "urllib3.connectionpool"):
     logging.getLogger(_name).setLevel(logging.WARNING)
+
+log = logging.getLogger("gpuconform.api")
+
+
+class RedactSecrets(logging.Filter):
+    """Defence in depth for the suite's own debug log: bearer tokens and JWTs are masked in every record."""
+
+    PATTERNS = (re.compile(r"(?i)(bearer\s+)[^\s'\"]+"), re.compile(r"eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]+"))
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        for p in self.PATTERNS:
+            msg = p.sub(lambda m: (m.group(1) if m.groups() else "") + "<redacted>", msg)
+        record.msg, record.args = msg, None
+        return True
+
+
+log.addFilter(RedactSecrets())
 
 TRANSIENT_STATUS = {429, 500, 502, 503, 504}
 
@@ -87,12 +106,21 @@ class CountingApiClient(k8s.ApiClient):
         self.requests = 0
         self._count_lock = threading.Lock()
 
-    def call_api(self, *args: Any, **kwargs: Any) -> Any:
+    def call_api(self, resource_path: str, method: str, *args: Any, **kwargs: Any) -> Any:
         def once() -> Any:
             self.limiter.acquire()
             with self._count_lock:
                 self.requests += 1
-            return super(CountingApiClient, self).call_api(*args, **kwargs)
+                n = self.requests
+            t0 = time.monotonic()
+            try:
+                out = super(CountingApiClient, self).call_api(resource_path, method, *args, **kwargs)
+            except ApiException as e:
+                log.debug("API #%d %s %s -> HTTP %s in %.3fs", n, method, resource_path, e.status, time.monotonic() - t0)
+                raise
+            # Only the method and path template: never headers, query values or bodies.
+            log.debug("API #%d %s %s -> ok in %.3fs", n, method, resource_path, time.monotonic() - t0)
+            return out
         return api_retry(self.attempts)(once)
 
 

@@ -21,58 +21,20 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
-from bedtools import KUBECONFIG, ROOT, get, kubectl  # noqa: E402
+from bedtools import KUBECONFIG, ROOT, as_list, get, identity_objects, kubectl, token_kubeconfig  # noqa: E402
 
 NS = SA = FLOW = "gpuconform-bench"
 METRIC = "apiserver_flowcontrol_dispatched_requests_total"
-
-
-def shipped_cluster_roles() -> list[str]:
-    names = []
-    for f in sorted((ROOT / "manifests").glob("*.yaml")):
-        for doc in yaml.safe_load_all(f.read_text()):
-            if doc and doc.get("kind") == "ClusterRole":
-                names.append(doc["metadata"]["name"])
-    if not names:
-        raise SystemExit("bench: no ClusterRole found in manifests/*.yaml")
-    return names
-
-
-def identity_objects(roles: list[str]) -> list[dict]:
-    sa_subject = {"kind": "ServiceAccount", "name": SA, "namespace": NS}
-    objs: list[dict] = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SA, "namespace": NS}},
-        {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": FLOW},
-         "spec": {"matchingPrecedence": 100, "priorityLevelConfiguration": {"name": "global-default"},
-                  "distinguisherMethod": {"type": "ByUser"},
-                  "rules": [{"subjects": [{"kind": "ServiceAccount",
-                                           "serviceAccount": {"name": SA, "namespace": NS}}],
-                             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                                "clusterScope": True, "namespaces": ["*"]}],
-                             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}},
-    ]
-    for r in roles:
-        objs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                     "metadata": {"name": f"{FLOW}-{r}"},
-                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": r},
-                     "subjects": [sa_subject]})
-    return objs
-
-
-def token_kubeconfig(path: Path) -> None:
-    admin = yaml.safe_load(KUBECONFIG.read_text())
-    token = kubectl("create", "token", SA, "-n", NS, "--duration=1h").strip()
-    cluster = admin["clusters"][0]
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "bench",
-        "clusters": [{"name": "bed", "cluster": cluster["cluster"]}],
-        "users": [{"name": SA, "user": {"token": token}}],
-        "contexts": [{"name": "bench", "context": {"cluster": "bed", "user": SA}}]}))
-    path.chmod(0o600)
+# Matches exactly the bench's ServiceAccount, so the APF counter for this schema counts the suite's requests.
+FLOW_SCHEMA = {
+    "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": FLOW},
+    "spec": {"matchingPrecedence": 100, "priorityLevelConfiguration": {"name": "global-default"},
+             "distinguisherMethod": {"type": "ByUser"},
+             "rules": [{"subjects": [{"kind": "ServiceAccount", "serviceAccount": {"name": SA, "namespace": NS}}],
+                        "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                           "clusterScope": True, "namespaces": ["*"]}],
+                        "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}
 
 
 def dispatched() -> float:
@@ -95,13 +57,12 @@ def main() -> int:
     if not KUBECONFIG.exists():
         print("bench: the local cluster is not running; run `make cluster-up` first", file=sys.stderr)
         return 2
-    roles = shipped_cluster_roles()
-    objs = identity_objects(roles)
-    kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    objs = identity_objects(NS, SA) + [FLOW_SCHEMA]
+    kubectl("apply", "-f", "-", input=as_list(objs))
     try:
         with tempfile.TemporaryDirectory(prefix="gpuconform-bench-") as tmp:
             kcfg, summary_path = Path(tmp) / "kubeconfig", Path(tmp) / "summary.json"
-            token_kubeconfig(kcfg)
+            token_kubeconfig(kcfg, NS, SA)
             run_id = "bench-" + time.strftime("%H%M%S")
             before = dispatched()
             t0 = time.monotonic()
@@ -116,8 +77,7 @@ def main() -> int:
             requests = dispatched() - before
             summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     finally:
-        kubectl("delete", "--wait=false", "-f", "-", input=json.dumps(
-            {"apiVersion": "v1", "kind": "List", "items": objs}), check=False)
+        kubectl("delete", "--wait=false", "-f", "-", input=as_list(objs), check=False)
     if proc.returncode != 0:
         print(proc.stdout[-3000:] + proc.stderr[-2000:])
         print(f"bench: the suite did not pass (exit {proc.returncode}); figures would be meaningless", file=sys.stderr)

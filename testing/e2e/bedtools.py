@@ -25,3 +25,47 @@ def kubectl(*args: str, input: str | None = None, check: bool = True, timeout: f
 
 def get(*args: str) -> dict:
     return json.loads(kubectl("get", "-o", "json", *args))
+
+
+def shipped_cluster_roles() -> list[dict]:
+    """The ClusterRoles in manifests/*.yaml: the least privilege the suite ships with."""
+    import yaml
+
+    roles = [doc for f in sorted((ROOT / "manifests").glob("*.yaml")) for doc in yaml.safe_load_all(f.read_text())
+             if doc and doc.get("kind") == "ClusterRole"]
+    assert roles, "no ClusterRole found in manifests/*.yaml"
+    return roles
+
+
+def identity_objects(ns: str, sa: str) -> list[dict]:
+    """A namespace and ServiceAccount with copies of the shipped ClusterRoles (renamed after the account, so
+    tests never touch an installed copy) bound to it. Apply; delete the same list afterwards."""
+    objs: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}}]
+    for role in shipped_cluster_roles():
+        name = f"{sa}-{role['metadata']['name']}"
+        objs.append({**role, "metadata": {"name": name}})
+        objs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                     "metadata": {"name": name},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                     "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})
+    return objs
+
+
+def as_list(objs: list[dict]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objs})
+
+
+def token_kubeconfig(path: Path, ns: str, sa: str) -> str:
+    """Writes a kubeconfig that authenticates as the ServiceAccount with a fresh token; returns the token."""
+    import yaml
+
+    admin = yaml.safe_load(KUBECONFIG.read_text())
+    token = kubectl("create", "token", sa, "-n", ns, "--duration=1h").strip()
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": sa,
+        "clusters": [{"name": "bed", "cluster": admin["clusters"][0]["cluster"]}],
+        "users": [{"name": sa, "user": {"token": token}}],
+        "contexts": [{"name": sa, "context": {"cluster": "bed", "user": sa}}]}))
+    path.chmod(0o600)
+    return token
