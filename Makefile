@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 export KUBECONFIG := $(CURDIR)/.localcluster/kubeconfig
 SUITE_ARGS := --gpuconform-config localcluster/gpuconform.yaml
-APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static openssl iproute2
+APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static openssl iproute2 chromium
 
 .PHONY: bench lint help deps cluster-up cluster-down cluster-status faults fault fault-clear test unit demo suite cleanup
 
@@ -65,3 +65,8 @@ bench: cluster-up
 
 cleanup: deps
 	$(PY) -m fixtures.plugin
+
+# Regenerates docs/config-reference.md and docs/reason-codes.md from the code (testing/unit/test_docs.py checks them).
+.PHONY: docs
+docs: $(VENV)/.installed
+	$(PY) -m gpuconform.docs

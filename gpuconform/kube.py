@@ -246,15 +246,13 @@ class PodWatch:
         with self.cond:
             return self.pods.get(name)
 
-    def wait(self, names: list[str], done: Callable[[dict], bool], timeout: float,
-             progress: Callable[[str], None] | None = None) -> dict[str, dict]:
+    def wait(self, names: list[str], done: Callable[[dict], bool], timeout: float) -> dict[str, dict]:
         """Waits until `done(pod)` holds for every pod in `names`; returns their last states.
 
         Returns early (without raising) when a pod reaches a terminal phase, so the caller classifies it.
-        Raises TimeoutError carrying the last states when `timeout` passes.
+        Raises PodWaitTimeout carrying the last states when `timeout` passes.
         """
         deadline = time.monotonic() + timeout
-        next_note = time.monotonic() + 15
         with self.cond:
             while True:
                 states = {n: self.pods.get(n) for n in names}
@@ -264,11 +262,6 @@ class PodWatch:
                 now = time.monotonic()
                 if now >= deadline:
                     raise PodWaitTimeout(timeout, {n: p for n, p in states.items()})
-                if progress and now >= next_note:
-                    waiting = [n for n, p in states.items() if p is None or not done(p)]
-                    progress(f"waiting for {len(waiting)} pod(s) ({', '.join(waiting[:3])}"
-                             f"{'...' if len(waiting) > 3 else ''}): {describe(states[waiting[0]])}")
-                    next_note = now + 15
                 self.cond.wait(timeout=min(deadline - now, 1.0))
 
 

@@ -134,3 +134,15 @@ def code_of(text: str) -> str | None:
         code = text[1:text.index("]")]
         return code if code in REASONS else None
     return None
+
+
+# Skips that do not cost a node its certification: an optional feature the operator chose not to grant or
+# enable (shown as "not checked" in the report and summary). Every other non-pass does.
+NOT_CHECKED = "ENV-NOT-CHECKED"
+
+
+def certified(results: list[tuple[str, str | None]]) -> bool:
+    """A node is certified when at least one check passed and every other result is a pass or "not checked".
+    `results` are (outcome, reason code) pairs of that node's checks."""
+    passed = any(o == "passed" for o, _ in results)
+    return passed and all(o == "passed" or (o == "skipped" and code == NOT_CHECKED) for o, code in results)

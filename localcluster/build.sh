@@ -33,7 +33,7 @@ step() {
   local file=$1; shift
   if [[ -e "$tmp/$file" ]]; then log "$file: kept from an earlier partial build"; return; fi
   local t=$SECONDS
-  log "building $file (a cold build of the Kubernetes binaries takes 30-45 min on 2 cores) ..."
+  log "building $file (a cold build of the Kubernetes binaries took about 8 min on 2 cores here) ..."
   "$@"
   log "built $file in $((SECONDS - t))s"
 }

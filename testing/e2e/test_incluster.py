@@ -207,12 +207,17 @@ def suite_image() -> str:
 
 # ---------------------------------------------------------------- tests
 
-def test_manifests_are_plain_least_privilege_and_restricted():
+def test_manifests_are_plain_least_privilege_and_restricted(tmp_path):
     """Static: what the pre-flight requires is exactly what the required ClusterRole grants; the optional
-    nodes/proxy is apart; the runner namespace enforces restricted and is not a sweepable run namespace."""
+    nodes/proxy is apart; the runner namespace enforces restricted and is not a sweepable run namespace; the
+    shipped config is valid."""
     from fixtures.session import OPTIONAL, REQUIRED
+    from gpuconform import config
 
     objs = manifests()
+    shipped = tmp_path / "gpuconform.yaml"
+    shipped.write_text(find(objs, "ConfigMap", "gpuconform-config")["data"]["gpuconform.yaml"])
+    config.load(shipped, environ={})  # raises ConfigError naming the key if the schema moved on
 
     def grants(role: dict) -> set[tuple[str, str, str]]:
         return {(verb, group, res) for r in role["rules"] for verb in r["verbs"] for group in r["apiGroups"]

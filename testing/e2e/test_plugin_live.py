@@ -48,6 +48,15 @@ def test_fails(run, cfg, gpu_node, pod_runner, evidence):
     raise_for("GPU-F04-OVERADVERTISED", "deliberate failure from the child test")
 
 
+def test_slow(run, cfg, gpu_node, pod_runner, evidence):
+    ns = run.ensure_namespace()
+    m = pods.probe_pod("live-slow", ns, run.run_id, "live", gpu_node, cfg, 0, deadline=120)
+    c = dict(m["spec"]["containers"][0], name="init", command=["sleep", "17"])
+    m["spec"]["initContainers"] = [c]
+    m["spec"]["containers"][0]["command"] = ["true"]
+    pod_runner.wait([pod_runner.create(m)], "done", "timeouts.podComplete", gpu_node)
+
+
 def test_hangs(run, cfg, gpu_node, pod_runner, evidence):
     name = probe(run, cfg, gpu_node, pod_runner, "hang", "sleep 300")
     pod_runner.wait([name], "running", "timeouts.podStart", gpu_node)
@@ -93,7 +102,7 @@ def child(pytester: pytest.Pytester):
 
 def test_evidence_is_collected_only_for_the_failing_test(child):
     path, run_id, env, argv = child
-    out = subprocess.run([*argv, "-k", "not hangs", "--html", "report.html", "--self-contained-html"],
+    out = subprocess.run([*argv, "-k", "passes or fails", "--html", "report.html", "--self-contained-html"],
                          cwd=path, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-2000:]
     seen = json.loads((path / "sections.json").read_text())
@@ -139,3 +148,12 @@ def test_interrupted_run_deletes_what_it_created_within_25s(child, sig):
     assert proc.returncode != 0, out[-3000:]
     assert took <= 25, f"cleanup took {took:.1f}s"
     assert run_namespaces(run_id) == [], f"namespace(s) still active after {sig.name}:\n{out[-3000:]}"
+
+
+def test_long_waits_print_a_live_progress_line_naming_node_pod_and_state(child):
+    path, run_id, env, argv = child
+    out = subprocess.run([*argv, "-k", "slow"], cwd=path, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    lines = [ln for ln in out.stderr.splitlines() if "not done after" in ln]
+    assert len(lines) == 1, out.stderr
+    assert "gpu-node-0" in lines[0] and "live-slow" in lines[0] and "Pending" in lines[0], lines[0]

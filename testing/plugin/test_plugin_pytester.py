@@ -58,11 +58,11 @@ def test_unknown_config_key_is_usage_error(pytester: pytest.Pytester, child):
 
 
 def test_bad_config_from_env_is_usage_error(pytester: pytest.Pytester, child, monkeypatch):
-    cfg = pytester.makefile(".yaml", envcfg="limits:\n  concurrency: 0\n")
+    cfg = pytester.makefile(".yaml", envcfg="limits:\n  maxGpusPerNode: 0\n")
     monkeypatch.setenv("GPUCONFORM_CONFIG", str(cfg))
     res = child()
     assert res.ret == 4
-    res.stderr.fnmatch_lines([f"*gpuconform config: {cfg}: 'limits.concurrency' must be an integer >= 1*"])
+    res.stderr.fnmatch_lines([f"*gpuconform config: {cfg}: 'limits.maxGpusPerNode' must be an integer >= 1*"])
 
 
 def test_unknown_set_key_is_usage_error(pytester: pytest.Pytester, child):

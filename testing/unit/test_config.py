@@ -31,10 +31,10 @@ def test_defaults_are_not_mutated_by_a_load(tmp_path):
 
 
 def test_file_values_and_sources(tmp_path):
-    p = write(tmp_path, "thresholds:\n  startP99: 8s\nlimits:\n  concurrency: 2\nmig:\n  profiles:\n    mig-1g.5gb: 7\n")
+    p = write(tmp_path, "thresholds:\n  startP99: 8s\nlimits:\n  maxGpusPerNode: 2\nmig:\n  profiles:\n    mig-1g.5gb: 7\n")
     c = load(p, environ={})
     assert c.seconds("thresholds.startP99") == 8.0
-    assert c.get("limits.concurrency") == 2
+    assert c.get("limits.maxGpusPerNode") == 2
     assert c.get("mig.profiles") == {"mig-1g.5gb": 7}
     assert c.sources["thresholds.startP99"] == str(p)
 
@@ -102,11 +102,11 @@ def test_env_name():
 
 def test_env_override():
     c = load(None, environ={"GPUCONFORM_THRESHOLDS_START_P99": "7s", "GPUCONFORM_LIMITS_QPS": "12",
-                            "GPUCONFORM_NODE_PROBE_ENABLED": "false", "GPUCONFORM_LIMITS_CONCURRENCY": "2"})
+                            "GPUCONFORM_NODE_PROBE_ENABLED": "false", "GPUCONFORM_LIMITS_MAX_GPUS_PER_NODE": "2"})
     assert c.seconds("thresholds.startP99") == 7.0
     assert c.get("limits.qps") == 12.0
     assert c.get("nodeProbe.enabled") is False
-    assert c.get("limits.concurrency") == 2
+    assert c.get("limits.maxGpusPerNode") == 2
     assert c.sources["thresholds.startP99"] == "environment variable GPUCONFORM_THRESHOLDS_START_P99"
 
 
@@ -117,8 +117,8 @@ def test_env_override_reads_os_environ(monkeypatch):
 
 def test_bad_env_value_names_variable():
     with pytest.raises(ConfigError) as e:
-        load(None, environ={"GPUCONFORM_LIMITS_CONCURRENCY": "many"})
-    assert "GPUCONFORM_LIMITS_CONCURRENCY" in str(e.value) and "limits.concurrency" in str(e.value)
+        load(None, environ={"GPUCONFORM_LIMITS_MAX_GPUS_PER_NODE": "many"})
+    assert "GPUCONFORM_LIMITS_MAX_GPUS_PER_NODE" in str(e.value) and "limits.maxGpusPerNode" in str(e.value)
 
 
 def test_cli_overrides():
@@ -139,8 +139,8 @@ def test_cli_unknown_key():
 
 def test_cli_bad_value_names_option():
     with pytest.raises(ConfigError) as e:
-        load(None, {"limits.concurrency": "0"}, environ={})
-    assert "--gpuconform-set limits.concurrency" in str(e.value) and "got 0" in str(e.value)
+        load(None, {"limits.maxGpusPerNode": "0"}, environ={})
+    assert "--gpuconform-set limits.maxGpusPerNode" in str(e.value) and "got 0" in str(e.value)
 
 
 def test_precedence_cli_over_env_over_file(tmp_path):

@@ -285,3 +285,13 @@ def test_reason_table_is_consistent():
     assert all(r.outcome in ("fail", "error", "skip") for r in REASONS.values())
     assert all(r.hint and r.title for r in REASONS.values())
     assert len(REASONS) == len({r.code for r in REASONS.values()})
+
+
+def test_certification_ignores_only_not_checked_skips():
+    from gpuconform.reasons import certified
+
+    assert certified([("passed", None), ("skipped", "ENV-NOT-CHECKED")])
+    assert not certified([("passed", None), ("skipped", "GPU-F07-BUSY")])
+    assert not certified([("passed", None), ("failed", "GPU-F04-OVERADVERTISED")])
+    assert not certified([("skipped", "ENV-NOT-CHECKED")]), "nothing passed: nothing certified"
+    assert not certified([])
