@@ -28,6 +28,16 @@ def _nvidia(**over: Any) -> dict[str, Any]:
     return out
 
 
+def _intel(driver: str) -> dict[str, Any]:
+    # Intel's plugins name their socket <resource namespace>-<device type>.sock
+    return {"vendor": "intel", "resourceName": f"gpu.intel.com/{driver}",
+            "nodes": {"selector": "intel.feature.node.kubernetes.io/gpu=true"},
+            "sharing": {"strategy": "none"}, "mig": {"strategy": "none"},
+            "plugin": {"namespace": "inteldeviceplugins-system", "selector": "app=intel-gpu-plugin",
+                       "socket": f"gpu.intel.com-{driver}.sock"},
+            "tolerations": []}
+
+
 PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "nvidia": ("NVIDIA device plugin, whole GPUs, no sharing, no MIG",
                _nvidia(sharing={"strategy": "none"}, mig={"strategy": "none"})),
@@ -45,20 +55,9 @@ PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
             {"vendor": "amd", "resourceName": "amd.com/gpu",
              "nodes": {"selector": "feature.node.kubernetes.io/amd-gpu=true"},
              "sharing": {"strategy": "none"}, "mig": {"strategy": "none"},
+             # the AMD plugin's device-plugin manager names its socket <resource namespace>_<name>
              "plugin": {"selector": "name=amdgpu-dp-ds", "socket": "amd.com_gpu"},
              "tolerations": [{"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}),
-    "intel-i915": ("Intel GPU plugin, legacy i915 driver: gpu.intel.com/i915 (set nodes.expectedGpus)",
-                   {"vendor": "intel", "resourceName": "gpu.intel.com/i915",
-                    "nodes": {"selector": "intel.feature.node.kubernetes.io/gpu=true"},
-                    "sharing": {"strategy": "none"}, "mig": {"strategy": "none"},
-                    "plugin": {"namespace": "inteldeviceplugins-system", "selector": "app=intel-gpu-plugin",
-                               "socket": "gpu.intel.com-i915.sock"},
-                    "tolerations": []}),
-    "intel-xe": ("Intel GPU plugin, xe driver: gpu.intel.com/xe (set nodes.expectedGpus)",
-                 {"vendor": "intel", "resourceName": "gpu.intel.com/xe",
-                  "nodes": {"selector": "intel.feature.node.kubernetes.io/gpu=true"},
-                  "sharing": {"strategy": "none"}, "mig": {"strategy": "none"},
-                  "plugin": {"namespace": "inteldeviceplugins-system", "selector": "app=intel-gpu-plugin",
-                             "socket": "gpu.intel.com-xe.sock"},
-                  "tolerations": []}),
+    "intel-i915": ("Intel GPU plugin, legacy i915 driver: gpu.intel.com/i915 (set nodes.expectedGpus)", _intel("i915")),
+    "intel-xe": ("Intel GPU plugin, xe driver: gpu.intel.com/xe (set nodes.expectedGpus)", _intel("xe")),
 }

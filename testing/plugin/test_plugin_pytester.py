@@ -187,3 +187,26 @@ def test_unreachable_cluster_ends_the_session_with_one_line_and_exit_7(pytester:
     assert len(lines) == 1, out
     assert "Traceback" not in out and "ERROR collecting" not in out
     assert summary(pytester)["exit_status"] == 7
+
+
+@pytest.mark.parametrize("content,expect", [
+    ('{"schema": "junit/v0"}', "expected schema gpuconform.summary/v1, found 'junit/v0'"),
+    ("not json", "cannot read a JSON summary"),
+])
+def test_bad_baseline_is_one_line_usage_error(pytester: pytest.Pytester, child, content, expect):
+    base = pytester.makefile(".json", base=content)
+    pytester.makepyfile(test_never="def test_never():\n    raise SystemExit('collected although the baseline is bad')\n")
+    res = child("--gpuconform-baseline", str(base))
+    assert res.ret == 4
+    lines = [ln for ln in res.stderr.lines if "--gpuconform-baseline" in ln]
+    assert len(lines) == 1 and expect in lines[0] and str(base) in lines[0], res.stderr.str()
+    assert "Traceback" not in res.stdout.str() + res.stderr.str()
+
+
+def test_html_report_carries_audit_sections_without_a_cluster(pytester: pytest.Pytester, child):
+    """Without a run the page still gets the audit header, matrix and latency placeholders (never a crash)."""
+    pytester.makepyfile(test_verdicts=VERDICTS)
+    child("--html", "r.html", "--self-contained-html", "--gpuconform-summary", "out.json")
+    html = (pytester.path / "r.html").read_text()
+    for marker in ('id="gc-audit"', 'id="gc-matrix"', "gpuconform: GPU device-plugin conformance audit report"):
+        assert marker in html, marker
