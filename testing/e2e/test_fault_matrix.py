@@ -16,11 +16,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBECONFIG = ROOT / ".localcluster" / "kubeconfig"
 MATRIX_OUT = ROOT / "reports" / "fault-matrix.txt"
+SCHEMA = json.loads((ROOT / "docs" / "summary.schema.json").read_text())
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
                                                   reason="local cluster not running (make cluster-up)")]
@@ -79,7 +81,9 @@ def run_suite(tmp: Path, *extra: str) -> tuple[int, dict]:
                           "--gpuconform-set", "burst.samples=1", *extra],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert summary.exists(), f"no summary written (exit {out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-2000:]}"
-    return out.returncode, json.loads(summary.read_text())
+    data = json.loads(summary.read_text())
+    jsonschema.validate(data, SCHEMA)  # every summary, healthy or broken, matches the published schema
+    return out.returncode, data
 
 
 def test_healthy_cluster_passes_every_check_and_leaves_nothing_behind(tmp_path):

@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 # Declared here, not in testing/plugin/conftest.py: pytest refuses `pytest_plugins` in a non-root conftest when
@@ -34,9 +35,12 @@ def child(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     return runpytest
 
 
+SCHEMA = json.loads((REPO / "docs" / "summary.schema.json").read_text())
+
+
 def summary(pytester: pytest.Pytester, name: str = "out.json") -> dict:
     data = json.loads((pytester.path / name).read_text())
-    assert data["schema"] == "gpuconform.summary/v1"
+    jsonschema.validate(data, SCHEMA)  # docs/summary.schema.json is the published contract
     return data
 
 
