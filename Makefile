@@ -7,7 +7,7 @@ export KUBECONFIG := $(CURDIR)/.localcluster/kubeconfig
 SUITE_ARGS := --gpuconform-config localcluster/gpuconform.yaml
 APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static openssl iproute2 chromium
 
-.PHONY: bench lint help deps cluster-up cluster-down cluster-status faults fault fault-clear test unit demo suite cleanup
+.PHONY: gotest bench lint help deps cluster-up cluster-down cluster-status faults fault fault-clear test unit demo suite cleanup
 
 help:
 	@echo "make demo | test | cluster-up | cluster-down | cluster-status | faults | fault NAME=... | fault-clear | cleanup"
@@ -42,8 +42,12 @@ fault-clear:
 	python3 localcluster/cluster.py fault-clear
 
 # The suite's own tests: unit, pytester, and end-to-end against the local test bed (healthy run + fault matrix).
-test: lint cluster-up
+test: lint gotest cluster-up
 	$(PYTEST) testing -p no:cacheprovider
+
+# The simulated plugin, nvidia-smi and vector-add stand-in (Go unit tests).
+gotest:
+	cd localcluster/images && go test ./...
 
 lint: deps
 	$(VENV)/bin/ruff check .

@@ -59,26 +59,28 @@ def parse_query_csv(text: str) -> list[dict[str, str]]:
 
 
 def parse_topo_numa(text: str) -> dict[str, int | None]:
-    """`nvidia-smi topo -m` -> {"GPU0": numa node or None for N/A} from the 'NUMA Affinity' column."""
-    lines = [ln.rstrip("\n") for ln in text.splitlines() if ln.strip()]
-    if not lines:
+    """`nvidia-smi topo -m` -> {"GPU0": numa node or None for N/A} from the 'NUMA Affinity' column.
+
+    Cells are split on any whitespace, not on single tabs: nvidia-smi pads short cells with a second tab
+    ("0-7", tab, tab, "N/A"), which shifts tab-counted columns, and pasted or re-logged copies often have the
+    tabs expanded to spaces. A GPU row is: name, one link cell per device column, CPU affinity, NUMA affinity
+    [, GPU NUMA ID].
+    An affinity that is not one node (N/A, a range such as 0-1) gives None.
+    """
+    lines = text.splitlines()
+    at = next((i for i, ln in enumerate(lines) if "CPU Affinity" in ln), None)
+    if at is None or "NUMA Affinity" not in lines[at]:
         return {}
-    header = [h.strip() for h in lines[0].split("\t")]
-    try:
-        col = header.index("NUMA Affinity")
-    except ValueError:
-        return {}
+    n_devices = len(lines[at].split("CPU Affinity")[0].split())
     out: dict[str, int | None] = {}
-    for ln in lines[1:]:
-        cells = [c.strip() for c in ln.split("\t")]
-        if not cells or not re.match(r"^(GPU\d+|NIC\d+)$", cells[0]):
-            if cells and cells[0].startswith("Legend"):
-                break
+    for ln in lines[at + 1:]:
+        cells = ln.split()
+        if cells and cells[0].startswith("Legend"):
+            break
+        if len(cells) < n_devices + 3 or not re.fullmatch(r"GPU\d+", cells[0]):
             continue
-        if not cells[0].startswith("GPU") or len(cells) <= col:
-            continue
-        v = cells[col]
-        out[cells[0]] = int(v) if re.fullmatch(r"-?\d+", v) and int(v) >= 0 else None
+        v = cells[n_devices + 2]
+        out[cells[0]] = int(v) if v.isdigit() else None
     return out
 
 
@@ -157,7 +159,9 @@ CUDA_CAUSES = [
      "NVSwitch systems need nvidia-fabricmanager running (Fabric Manager not started)"),
     ("forward compatibility was attempted on non supported HW", "GPU-F13-CUDA-FAILURE",
      "the image's CUDA forward-compat libs do not support this GPU: use a matching CUDA image"),
-    ("all CUDA-capable devices are busy or unavailable", "GPU-F13-CUDA-FAILURE",
+    # older CUDA runtimes print "all CUDA-capable devices are busy or unavailable", newer ones
+    # "CUDA-capable device(s) is/are busy or unavailable": match the common tail.
+    ("busy or unavailable", "GPU-F13-CUDA-FAILURE",
      "GPUs are in exclusive-process mode and busy, or MPS is misconfigured"),
     ("out of memory", "GPU-F13-CUDA-FAILURE", "GPU memory is exhausted by another process (sharing oversubscribed?)"),
     ("unknown error", "GPU-F13-CUDA-FAILURE", "driver/device fault: check dmesg for XID errors"),
@@ -178,7 +182,7 @@ def vector_add_result(log: str, exit_code: int | None) -> WorkloadResult:
     for needle, code, cause in CUDA_CAUSES:
         if needle.lower() in log.lower():
             return WorkloadResult(False, code, f"{cause} (sample printed: {needle!r})")
-    m = re.search(r"error code ([^)]*)\)", log)
+    m = re.search(r"error code (.*?)\)!", log)  # the sample prints "(error code %s)!"; %s may hold "(s)"
     if m:
         return WorkloadResult(False, "GPU-F13-CUDA-FAILURE", f"CUDA error {m.group(1)!r}: unmapped cause")
     return WorkloadResult(False, "GPU-F13-CUDA-FAILURE",

@@ -39,6 +39,7 @@ PKI, LOGS, RUN = STATE / "pki", STATE / "logs", STATE / "run"
 KUBECONFIG = STATE / "kubeconfig"
 KUBELET_ROOT = Path("/var/lib/kubelet")
 GPU_SIM = Path("/var/lib/gpu-sim")
+WRONG_PLUGIN_DIR = Path("/var/lib/gpuconform-wrong/device-plugins")  # the wrong-socket-dir fault mounts this
 CTRD_ROOT, CTRD_STATE = Path("/var/lib/gpuconform/containerd"), Path("/run/gpuconform/containerd")
 CTRD_SOCK = CTRD_STATE / "containerd.sock"
 CNI_BRIDGE = "gcbr0"
@@ -307,7 +308,7 @@ def clean_host_state() -> list[str]:
                     pass
     if removed:
         cleaned.append(f"{removed} kubepods cgroups")
-    for d in (KUBELET_ROOT, GPU_SIM, CTRD_STATE, Path("/var/lib/cni/networks/gpuconform")):
+    for d in (KUBELET_ROOT, GPU_SIM, CTRD_STATE, Path("/var/lib/cni/networks/gpuconform"), WRONG_PLUGIN_DIR.parent):
         if d.exists():
             sh("rm", "-rf", "--one-file-system", str(d))
             cleaned.append(str(d))
@@ -516,9 +517,14 @@ def gfd_labels(count: int, product: str = GPU_PRODUCT, replicas: int = 1) -> dic
             "nvidia.com/cuda.driver-version.full": DRIVER, "nvidia.com/cuda.runtime-version.full": CUDA}
 
 
-def plugin_objects(config: dict) -> list[dict]:
+DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+
+
+def plugin_objects(config: dict, host_dir: str = DEVICE_PLUGIN_DIR) -> list[dict]:
+    """The plugin's ConfigMap and DaemonSet. `host_dir` is the host directory mounted as the kubelet's
+    device-plugins directory (a wrong one is a classic misconfiguration)."""
     labels = {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/part-of": "gpuconform-localcluster"}
-    hp = lambda name, path: {"name": name, "hostPath": {"path": path, "type": "Directory"}}  # noqa: E731
+    hp = lambda name, path: {"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}  # noqa: E731
     return [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": PLUGIN_CM, "namespace": PLUGIN_NS,
                                                                "labels": labels},
@@ -548,7 +554,7 @@ def plugin_objects(config: dict) -> list[dict]:
                              {"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"},
                              {"name": "gpu-sim", "mountPath": str(GPU_SIM)},
                              {"name": "config", "mountPath": "/etc/gpu-sim", "readOnly": True}]}],
-                     "volumes": [hp("device-plugin", "/var/lib/kubelet/device-plugins"), hp("gpu-sim", str(GPU_SIM)),
+                     "volumes": [hp("device-plugin", host_dir), hp("gpu-sim", str(GPU_SIM)),
                                  {"name": "config", "configMap": {"name": PLUGIN_CM}}],
                  }}}},
     ]

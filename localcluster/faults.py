@@ -27,6 +27,7 @@ class Fault:
     taint: str = ""
     policy: str = ""  # kubelet topologyManagerPolicy
     remove_image: str = ""
+    plugin_host_dir: str = ""  # mount this host directory as the plugin's device-plugins directory
     operator_failing: str = ""  # the GPU operator's driver validation fails with this message
     restart_kubelet_after: float = 0  # restart the kubelet this many seconds after the fault is applied
     hardware_numa: int | None = None  # rewrite the simulated hardware: the NUMA node the GPUs physically sit on
@@ -41,6 +42,13 @@ FAULTS: dict[str, Fault] = {
     "not-registered": Fault("F1", "plugin pod Running but never registers (failOnInitError=false style); "
                             "the resource is absent from node capacity",
                             plugin={"neverRegister": True}, kubelet_reset=True, drop_resource=True),
+    "wrong-socket-dir": Fault("F1", "the plugin DaemonSet mounts the wrong host directory as device-plugins: its "
+                              "socket is not where the kubelet looks, it never finds kubelet.sock, the pod stays "
+                              "Running and the resource disappears after the kubelet restarts",
+                              plugin_host_dir=str(c.WRONG_PLUGIN_DIR), kubelet_reset=True,
+                              drop_resource=True),
+    "shared-device": Fault("isolation", "Allocate ignores the requested IDs and injects GPU 0 into every "
+                           "container: concurrent pods share one device", plugin={"injectOnlyIndex": 0}),
     "capacity-zero": Fault("F2", "kubelet restarted and the plugin did not re-register: capacity/allocatable 0 "
                            "while the plugin pod is Running", plugin={"neverRegister": True}, kubelet_reset=True),
     "unhealthy-device": Fault("F3", "GPU 1 reported Unhealthy (like an XID error): capacity 4, allocatable 3",
@@ -106,7 +114,8 @@ def _plugin_config(f: Fault | None) -> dict:
 
 
 def _restart_plugin(kubectl: c.Kubectl, f: Fault | None) -> None:
-    kubectl.apply(*c.plugin_objects(_plugin_config(f)))
+    kubectl.apply(*c.plugin_objects(_plugin_config(f), f.plugin_host_dir if f and f.plugin_host_dir
+                                    else c.DEVICE_PLUGIN_DIR))
     kubectl("delete", "pod", "-n", c.PLUGIN_NS, "-l", "name=nvidia-device-plugin-ds", "--wait=true",
             "--grace-period=5")
 
@@ -175,7 +184,7 @@ def apply(name: str) -> int:
         c.write_hardware(numa=f.hardware_numa)
     if f.operator_failing:
         c.deploy_operator(kubectl, failing=f.operator_failing)
-    if f.plugin:
+    if f.plugin or f.plugin_host_dir:
         _restart_plugin(kubectl, f)
     if f.kubelet_reset:
         _restart_kubelet(bins, kubectl, ip, "single-numa-node", wipe_checkpoint=True)

@@ -33,6 +33,12 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
     "not-registered": ({"test_gpu_resource_is_in_node_capacity": "GPU-F01-NOT-REGISTERED",
                         "test_advertised_gpus_match_the_hardware": "GPU-F01-NOT-REGISTERED",
                         "test_kubelet_counts_the_plugin_registration": "GPU-F01-NOT-REGISTERED"}, {BUSY}),
+    "wrong-socket-dir": ({"test_plugin_socket_exists_in_device_plugins_dir": "GPU-F01-NOT-REGISTERED",
+                          "test_gpu_resource_is_in_node_capacity": "GPU-F01-NOT-REGISTERED"},
+                         {BUSY, "GPU-F01-NOT-REGISTERED"}),
+    # every pod gets GPU 0: a 2-GPU pod sees one device too
+    "shared-device": ({"test_burst_allocates_every_free_gpu_once_and_one_more_waits": "GPU-DOUBLE-ALLOCATION"},
+                      {"GPU-F12-DEVICE-NOT-INJECTED"}),
     "capacity-zero": ({"test_gpu_resource_is_in_node_capacity": "GPU-F02-CAPACITY-ZERO",
                        "test_advertised_gpus_match_the_hardware": "GPU-F02-CAPACITY-ZERO"},
                       {BUSY, "GPU-F01-NOT-REGISTERED"}),

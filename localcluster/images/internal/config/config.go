@@ -60,6 +60,9 @@ type Faults struct {
 	AllocateError string `json:"allocateError"`
 	// SkipInjection: Allocate returns only NVIDIA_VISIBLE_DEVICES, no device nodes or mounts.
 	SkipInjection bool `json:"skipInjection"`
+	// InjectOnlyIndex: Allocate ignores the requested IDs and injects the device with this index into
+	// every container (a broken ID-to-device mapping): concurrent pods share one GPU.
+	InjectOnlyIndex *int `json:"injectOnlyIndex"`
 }
 
 // Default returns the configuration used when no file exists.
@@ -197,6 +200,9 @@ func (c *Config) Validate() error {
 		if i < 0 {
 			return fmt.Errorf("faults.unhealthyDevices: index %d must not be negative", i)
 		}
+	}
+	if f.InjectOnlyIndex != nil && *f.InjectOnlyIndex < 0 {
+		return fmt.Errorf("faults.injectOnlyIndex: index %d must not be negative", *f.InjectOnlyIndex)
 	}
 	for i, n := range f.NUMAOverride {
 		if i < 0 {

@@ -107,7 +107,7 @@ func (e *UnknownDeviceError) Error() string {
 
 // ContainerAllocate builds the response for one container's device IDs. With skipInjection only
 // the environment entry is returned; phantom devices never get device nodes or mounts.
-func (inv *Inventory) ContainerAllocate(ids []string, skipInjection bool) (*pluginapi.ContainerAllocateResponse, error) {
+func (inv *Inventory) ContainerAllocate(ids []string, skipInjection bool, injectOnly *int) (*pluginapi.ContainerAllocateResponse, error) {
 	var unknown []string
 	var devs []*Device
 	for _, id := range ids {
@@ -120,6 +120,15 @@ func (inv *Inventory) ContainerAllocate(ids []string, skipInjection bool) (*plug
 	}
 	if len(unknown) > 0 {
 		return nil, &UnknownDeviceError{IDs: unknown}
+	}
+	if injectOnly != nil {
+		devs = nil
+		for i := range inv.Devices {
+			if inv.Devices[i].Index == *injectOnly {
+				devs = []*Device{&inv.Devices[i]}
+				ids = []string{inv.Devices[i].ID}
+			}
+		}
 	}
 	resp := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{VisibleDevicesEnv: strings.Join(ids, ",")}}
 	if skipInjection {

@@ -59,7 +59,7 @@ func TestContainerAllocate(t *testing.T) {
 	cfg.Faults.ExtraDevices = 1
 	inv := NewInventory(fourGPUs(), cfg, "/var/lib/gpu-sim")
 	ph := hw.PhantomUUID(0)
-	r, err := inv.ContainerAllocate([]string{"GPU-b2", ph, "GPU-a0"}, false)
+	r, err := inv.ContainerAllocate([]string{"GPU-b2", ph, "GPU-a0"}, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,12 +88,19 @@ func TestContainerAllocate(t *testing.T) {
 		}
 	}
 
-	r, err = inv.ContainerAllocate([]string{"GPU-a0"}, true)
+	r, err = inv.ContainerAllocate([]string{"GPU-a0"}, true, nil)
 	if err != nil || r.Envs["NVIDIA_VISIBLE_DEVICES"] != "GPU-a0" || len(r.Devices) != 0 || len(r.Mounts) != 0 {
 		t.Fatalf("skipInjection: %v, %v", r, err)
 	}
 
-	_, err = inv.ContainerAllocate([]string{"GPU-a0", "GPU-nope", "GPU-zz"}, false)
+	zero := 0
+	r, err = inv.ContainerAllocate([]string{"GPU-b2", "GPU-b3"}, false, &zero)
+	if err != nil || r.Envs["NVIDIA_VISIBLE_DEVICES"] != "GPU-a0" || len(r.Devices) != 1 ||
+		r.Devices[0].ContainerPath != "/dev/nvidia10" {
+		t.Fatalf("injectOnlyIndex: %v, %v", r, err)
+	}
+
+	_, err = inv.ContainerAllocate([]string{"GPU-a0", "GPU-nope", "GPU-zz"}, false, nil)
 	var ue *UnknownDeviceError
 	if !errors.As(err, &ue) || !reflect.DeepEqual(ue.IDs, []string{"GPU-nope", "GPU-zz"}) {
 		t.Fatalf("unknown IDs: %v", err)

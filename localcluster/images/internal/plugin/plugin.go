@@ -390,7 +390,7 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 	inv := p.inventory()
 	resp := &pluginapi.AllocateResponse{}
 	for _, cr := range req.ContainerRequests {
-		r, err := inv.ContainerAllocate(cr.DevicesIds, f.SkipInjection)
+		r, err := inv.ContainerAllocate(cr.DevicesIds, f.SkipInjection, f.InjectOnlyIndex)
 		if err != nil {
 			p.log.Printf("Allocate: %v", err)
 			return nil, status.Error(codes.InvalidArgument, err.Error())
