@@ -27,6 +27,7 @@ class Fault:
     taint: str = ""
     policy: str = ""  # kubelet topologyManagerPolicy
     remove_image: str = ""
+    hog_gpus: int = 0  # another team's pod holds this many GPUs on the node
     plugin_host_dir: str = ""  # mount this host directory as the plugin's device-plugins directory
     operator_failing: str = ""  # the GPU operator's driver validation fails with this message
     restart_kubelet_after: float = 0  # restart the kubelet this many seconds after the fault is applied
@@ -51,6 +52,8 @@ FAULTS: dict[str, Fault] = {
                            "container: concurrent pods share one device", plugin={"injectOnlyIndex": 0}),
     "capacity-zero": Fault("F2", "kubelet restarted and the plugin did not re-register: capacity/allocatable 0 "
                            "while the plugin pod is Running", plugin={"neverRegister": True}, kubelet_reset=True),
+    "gpus-busy": Fault("F7", "another workload holds every GPU on the node: GPU checks skip as busy (with "
+                       "evidence) and the run certifies nothing", hog_gpus=c.GPUS),
     "unhealthy-device": Fault("F3", "GPU 1 reported Unhealthy (like an XID error): capacity 4, allocatable 3",
                               plugin={"unhealthyDevices": [1]}, counts=(str(c.GPUS), str(c.GPUS - 1))),
     "over-advertised": Fault("F4", "plugin advertises 2 phantom devices: 6 advertised, 4 physical",
@@ -139,6 +142,19 @@ def _restart_kubelet(bins: c.Bins, kubectl: c.Kubectl, ip: str, policy: str, wip
     c.start_kubelet(bins, ip, kubectl, policy)
 
 
+HOG_NS = "team-training"
+
+
+def _hog_objects(gpus: int) -> list[dict]:
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": HOG_NS}},
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu-hog", "namespace": HOG_NS},
+             "spec": {"nodeSelector": {"kubernetes.io/hostname": c.NODE_NAME}, "terminationGracePeriodSeconds": 0,
+                      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                      "containers": [{"name": "train", "image": c.IMAGES["probe"], "imagePullPolicy": "IfNotPresent",
+                                      "command": ["sleep", "86400"],
+                                      "resources": {"limits": {c.RESOURCE: str(gpus)}}}]}}]
+
+
 def restart_kubelet(after: float = 0) -> int:
     """Restarts the kubelet (after a delay), keeping its device checkpoint, and waits for the plugin to
     re-register: what a node agent upgrade or a kubelet crash does under a running workload."""
@@ -160,6 +176,8 @@ def clear(quiet: bool = False) -> int:
         c.import_images(c.build_images(bins))
     if prev and prev.hardware_numa is not None:
         c.write_hardware()
+    if prev and prev.hog_gpus:
+        kubectl("delete", "namespace", HOG_NS, "--wait=true", "--timeout=60s", check=False)
     if prev and prev.operator_failing or c.validator_state(kubectl) != "ready":
         c.deploy_operator(kubectl)
     if st.get("topology_policy", "single-numa-node") != "single-numa-node":
@@ -184,6 +202,10 @@ def apply(name: str) -> int:
         c.write_hardware(numa=f.hardware_numa)
     if f.operator_failing:
         c.deploy_operator(kubectl, failing=f.operator_failing)
+    if f.hog_gpus:
+        kubectl.apply(*_hog_objects(f.hog_gpus))
+        c.wait_for(f"the GPU hog pod to hold {f.hog_gpus} GPUs", lambda: kubectl.json(
+            "get", "pod", "-n", HOG_NS, "gpu-hog").get("status", {}).get("phase") == "Running", 60, "kubelet")
     if f.plugin or f.plugin_host_dir:
         _restart_plugin(kubectl, f)
     if f.kubelet_reset:

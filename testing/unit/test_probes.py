@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from gpuconform import probes
 from gpuconform.probes import (Gpu, alignment, cpus_allowed, fmt_cpus, parse_cpulist, parse_nvidia_smi_l,
                                parse_query_csv, parse_topo_numa, sections, vector_add_result)
@@ -215,3 +219,149 @@ def test_vector_add_exit_zero_without_pass_fails():
 def test_cuda_causes_codes_are_known():
     from gpuconform.reasons import REASONS
     assert all(code in REASONS for _, code, _ in probes.CUDA_CAUSES)
+
+
+# --- Real outputs published in public issues and repositories (testing/unit/samples/, sources in each file) ---
+
+SAMPLES = Path(__file__).parent / "samples"
+
+
+def sample(name: str) -> str:
+    """A published output from testing/unit/samples/, without the '# source/what/note' lines at its top."""
+    lines = (SAMPLES / name).read_text().splitlines(keepends=True)
+    while lines and lines[0].startswith("# "):
+        lines.pop(0)
+    return "".join(lines)
+
+
+def test_samples_say_where_they_come_from():
+    files = sorted(SAMPLES.glob("*.txt"))
+    assert len(files) >= 8
+    for f in files:
+        head = [ln for ln in f.read_text().splitlines() if ln.startswith("# ")]
+        assert head[0].startswith("# source: ") and any(h.startswith("# what: ") for h in head), f.name
+        assert sample(f.name).strip() and not sample(f.name).startswith("# "), f.name
+
+
+def test_sample_loader_strips_only_the_top_comment_lines(tmp_path, monkeypatch):
+    (tmp_path / "x.txt").write_text("# source: a\n# what: b\nGPU0\t X \n  NV#  = bonded\n# not a header\n")
+    monkeypatch.setitem(globals(), "SAMPLES", tmp_path)
+    assert sample("x.txt") == "GPU0\t X \n  NV#  = bonded\n# not a header\n"
+
+
+TOPO_SAMPLES = {
+    # 8x RTX 4090, NICs, newer driver with 'GPU NUMA ID'
+    "topo_8gpu_2numa_gpu_numa_id.txt": {f"GPU{i}": 0 if i < 4 else 1 for i in range(8)},
+    # POWER9: NUMA node ids are 0 and 8, no 'GPU NUMA ID'
+    "topo_4gpu_numa_0_8_no_gpu_numa_id.txt": {"GPU0": 0, "GPU1": 0, "GPU2": 8, "GPU3": 8},
+    # tabs expanded to spaces in the published copy
+    "topo_5gpu_spaces_gpu_numa_id.txt": {"GPU0": 1, "GPU1": 0, "GPU2": 0, "GPU3": 0, "GPU4": 0},
+    # single GPU, NUMA Affinity N/A (padded with doubled tabs)
+    "topo_1gpu_p4_numa_na.txt": {"GPU0": None},
+    # driver 440: no NUMA Affinity column at all
+    "topo_8gpu_driver440_no_numa_column_spaces.txt": {},
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOPO_SAMPLES))
+def test_topo_numa_real_outputs(name):
+    assert parse_topo_numa(sample(name)) == TOPO_SAMPLES[name]
+
+
+def test_topo_numa_real_output_survives_tab_expansion():
+    text = sample("topo_8gpu_2numa_gpu_numa_id.txt")
+    assert parse_topo_numa(text.expandtabs()) == parse_topo_numa(text) == TOPO_SAMPLES[
+        "topo_8gpu_2numa_gpu_numa_id.txt"]
+
+
+def test_alignment_on_real_8gpu_topology():
+    text = sample("topo_8gpu_2numa_gpu_numa_id.txt")
+    # the node CPU lists are the CPU Affinity column of the same sample
+    assert "\t0-55,112-167\t0\t" in text and "\t56-111,168-223\t1\t" in text
+    nodes = {0: parse_cpulist("0-55,112-167"), 1: parse_cpulist("56-111,168-223")}
+    assert len(nodes[0]) == len(nodes[1]) == 112 and not nodes[0] & nodes[1]
+    numa = parse_topo_numa(text)
+    assert alignment({0, 1, 112, 113}, nodes, {"GPU0": numa["GPU0"]}).aligned is True
+    assert alignment({0, 1, 112, 113}, nodes, {"GPU4": numa["GPU4"]}).aligned is False
+    assert alignment({56, 57}, nodes, {"GPU3": numa["GPU3"], "GPU4": numa["GPU4"]}).aligned is False
+
+
+def test_alignment_not_applicable_on_real_outputs_without_numa():
+    na = alignment({0}, {0: parse_cpulist("0-7")}, parse_topo_numa(sample("topo_1gpu_p4_numa_na.txt")))
+    assert na.aligned is None and "GPU0" in na.detail
+    old = alignment({0}, {0: parse_cpulist("0-11,24-35")},
+                    parse_topo_numa(sample("topo_8gpu_driver440_no_numa_column_spaces.txt")))
+    assert old.aligned is None and "no GPU NUMA information" in old.detail
+
+
+def test_cpus_allowed_real_proc_status():
+    text = sample("proc_status_allowed_lists.txt")
+    assert cpus_allowed(text) == {4, 5, 6, 7}
+    assert fmt_cpus(cpus_allowed(text)) == "4-7"
+
+
+def test_nvidia_smi_l_real_mig_mixed():
+    gpus = parse_nvidia_smi_l(sample("smi_l_a100_mig_mixed.txt"))
+    assert [g.index for g in gpus] == [0, 1, 2, 3]
+    assert {g.name for g in gpus} == {"NVIDIA A100-SXM4-80GB"}
+    assert [g.uuid for g in gpus] == ["GPU-513536b6-7d19-9063-b049-1e69664bb298",
+                                      "GPU-d8594bd4-0fc3-8595-e355-7c98138f3b95",
+                                      "GPU-5e375e7e-b41f-155b-dcdc-534524c356fc",
+                                      "GPU-69ec2344-ebac-b028-f88f-452abb3d7f11"]
+
+
+def test_nvidia_smi_l_real_plain():
+    assert parse_nvidia_smi_l(sample("smi_l_plain_quadro.txt")) == [
+        Gpu(0, "Quadro RTX 4000", "GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43"),
+        Gpu(1, "Quadro RTX 4000", "GPU-d6de6afc-bdfe-75c4-5273-0544439153fc"),
+    ]
+
+
+def test_query_csv_real_output():
+    rows = parse_query_csv(sample("query_csv_name_bus_index_uuid.txt"))
+    assert [r["index"] for r in rows] == ["0", "1", "2", "3", "4"]
+    assert [r["pci.bus"] for r in rows] == ["0x01", "0x02", "0x03", "0x09", "0x0A"]
+    assert rows[1] == {"name": "GeForce GTX 1080 Ti", "pci.bus": "0x02", "index": "1",
+                       "uuid": "GPU-15ea7bf9-1a0e-2d7f-9c62-c28e5ca1aaf1"}
+    assert all(r["uuid"].startswith("GPU-") for r in rows)
+
+
+def test_vector_add_real_pass_followed_by_smi_l():
+    log = sample("vectoradd_passed_then_smi_l_vgpu.txt")
+    assert vector_add_result(log, 0).passed
+    assert not vector_add_result(log, 1).passed
+    assert parse_nvidia_smi_l(log) == [
+        Gpu(0, "NVIDIA RTXA5000-8Q", "GPU-b40d5aa3-6b30-11ef-a128-9bcddb13a8d2")]
+
+
+def test_vector_add_real_no_device_with_stderr_first():
+    r = vector_add_result(sample("vectoradd_no_device.txt"), 1)
+    assert not r.passed and r.code == "GPU-F12-DEVICE-NOT-INJECTED"
+
+
+def test_vector_add_real_forward_compat():
+    r = vector_add_result(sample("vectoradd_forward_compat.txt"), 1)
+    assert r.code == "GPU-F13-CUDA-FAILURE" and "forward-compat" in r.cause
+
+
+def test_vector_add_real_busy_both_wordings():
+    new = vector_add_result(sample("vectoradd_busy_new_wording.txt"), 1)
+    assert new.code == "GPU-F13-CUDA-FAILURE" and "exclusive-process" in new.cause
+    # older wording, as quoted in https://github.com/NVIDIA/gpu-operator/issues/129
+    old = vector_add_result("Failed to allocate device vector A (error code all CUDA-capable devices are busy "
+                            "or unavailable)!\n[Vector addition of 50000 elements]", 1)
+    assert old.code == "GPU-F13-CUDA-FAILURE" and "exclusive-process" in old.cause
+
+
+def test_vector_add_unmapped_error_keeps_parentheses_inside_the_message(monkeypatch):
+    monkeypatch.setattr(probes, "CUDA_CAUSES", [])
+    r = vector_add_result(sample("vectoradd_busy_new_wording.txt"), 1)
+    assert "'CUDA-capable device(s) is/are busy or unavailable': unmapped cause" in r.cause
+
+
+def test_sections_carry_real_outputs_unchanged():
+    smi_l, topo = sample("smi_l_a100_mig_mixed.txt"), sample("topo_8gpu_2numa_gpu_numa_id.txt")
+    s = sections("== nvidia-smi -L ==\n" + smi_l + "== nvidia-smi topo -m ==\n" + topo + "== end ==\n")
+    assert s["nvidia-smi topo -m"] == topo.strip("\n") and s["nvidia-smi topo -m"].startswith("\tGPU0\t")
+    assert len(parse_nvidia_smi_l(s["nvidia-smi -L"])) == 4
+    assert parse_topo_numa(s["nvidia-smi topo -m"]) == TOPO_SAMPLES["topo_8gpu_2numa_gpu_numa_id.txt"]
