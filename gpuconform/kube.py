@@ -10,12 +10,13 @@ retried past a terminal state.
 from __future__ import annotations
 
 import logging
-import re
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 import tenacity
 import urllib3
@@ -104,22 +105,29 @@ class CountingApiClient(k8s.ApiClient):
         super().__init__(configuration)
         self.limiter, self.attempts = limiter, attempts
         self.requests = 0
+        # pods/log and */proxy requests: the apiserver serves these long-running non-watch requests outside API
+        # Priority and Fairness, so server-side APF counts do not include them.
+        self.long_running = 0
         self._count_lock = threading.Lock()
 
-    def call_api(self, resource_path: str, method: str, *args: Any, **kwargs: Any) -> Any:
+    def call_api(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        path = urlsplit(url).path  # logged and classified without the query string
+        long_running = path.endswith("/log") or "/proxy" in path
+
         def once() -> Any:
             self.limiter.acquire()
             with self._count_lock:
                 self.requests += 1
+                self.long_running += long_running
                 n = self.requests
             t0 = time.monotonic()
             try:
-                out = super(CountingApiClient, self).call_api(resource_path, method, *args, **kwargs)
+                out = super(CountingApiClient, self).call_api(method, url, *args, **kwargs)
             except ApiException as e:
-                log.debug("API #%d %s %s -> HTTP %s in %.3fs", n, method, resource_path, e.status, time.monotonic() - t0)
+                log.debug("API #%d %s %s -> HTTP %s in %.3fs", n, method, path, e.status, time.monotonic() - t0)
                 raise
-            # Only the method and path template: never headers, query values or bodies.
-            log.debug("API #%d %s %s -> ok in %.3fs", n, method, resource_path, time.monotonic() - t0)
+            # Only the method and the path: never headers, query values or bodies.
+            log.debug("API #%d %s %s -> ok in %.3fs", n, method, path, time.monotonic() - t0)
             return out
         return api_retry(self.attempts)(once)
 
