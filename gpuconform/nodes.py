@@ -70,12 +70,19 @@ def is_gpu_node(node: dict, resource: str, selector: str, exclude: str) -> bool:
     return (bool(selector) and matches(labels, selector)) or has_resource
 
 
+def condition(obj: dict, kind: str) -> str | None:
+    """The status ("True", "False", "Unknown") of a node's or pod's condition of this type; None if absent."""
+    for c in obj.get("status", {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return c.get("status")
+    return None
+
+
 def describe_nodes(nodes: list[dict], pods: list[dict], resource: str) -> list[GpuNode]:
     out = []
     for n in nodes:
-        conds = {c["type"]: c.get("status") for c in n.get("status", {}).get("conditions", []) or []}
         taints = tuple(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in n.get("spec", {}).get("taints") or [])
-        out.append(GpuNode(n["metadata"]["name"], conds.get("Ready") == "True",
+        out.append(GpuNode(n["metadata"]["name"], condition(n, "Ready") == "True",
                            not n.get("spec", {}).get("unschedulable", False),
                            qty((n.get("status", {}).get("allocatable") or {}).get(resource)),
                            free_gpus(n, resource, pods), taints))

@@ -295,3 +295,10 @@ def test_certification_ignores_only_not_checked_skips():
     assert not certified([("passed", None), ("failed", "GPU-F04-OVERADVERTISED")])
     assert not certified([("skipped", "ENV-NOT-CHECKED")]), "nothing passed: nothing certified"
     assert not certified([])
+
+
+def test_condition_reads_a_pods_or_nodes_condition_status():
+    obj = {"status": {"conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}]}}
+    assert nodes.condition(obj, "Ready") == "False"
+    assert nodes.condition(obj, "Initialized") is None
+    assert nodes.condition({"status": {}}, "Ready") is None

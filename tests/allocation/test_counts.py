@@ -15,10 +15,9 @@ def test_advertised_gpus_match_the_hardware(run, cfg, gpu_node, evidence, record
     cap, alloc = counts.qty(status["capacity"].get(exp.resource)), counts.qty(status["allocatable"].get(exp.resource))
     if cap is not None and alloc is not None and cap > alloc:
         unhealthy = []
-        for p in run.plugin_pods():
-            if p["spec"].get("nodeName") == gpu_node:
-                unhealthy += counts.unhealthy_from_log(run.pod_log(p["metadata"]["namespace"], p["metadata"]["name"],
-                                                                   tail=500))
+        for p in run.plugin_pods(gpu_node):
+            unhealthy += counts.unhealthy_from_log(run.pod_log(p["metadata"]["namespace"], p["metadata"]["name"],
+                                                               tail=500))
     for k, v in (("expected", exp.advertised), ("capacity", cap), ("allocatable", alloc)):
         record_property(k, v)
     findings = counts.check_counts(node, exp, unhealthy) + counts.stale_resources(node, exp)

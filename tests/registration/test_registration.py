@@ -3,7 +3,7 @@
 import pytest
 
 from fixtures.plugin import raise_for
-from gpuconform import metrics, pods
+from gpuconform import metrics, nodes, pods
 from gpuconform.counts import qty
 from gpuconform.reasons import skip_reason
 
@@ -11,7 +11,7 @@ from gpuconform.reasons import skip_reason
 def test_plugin_pod_is_ready_and_not_crash_looping(run, cfg, gpu_node, evidence):
     """MUST: every GPU node runs a Ready device-plugin pod that is not crash-looping (restarts within
     plugin.maxRestarts)."""
-    mine = [p for p in run.plugin_pods() if p["spec"].get("nodeName") == gpu_node]
+    mine = run.plugin_pods(gpu_node)
     if not mine:
         raise_for("GPU-F08-PLUGIN-NOT-READY", f"{gpu_node}: no pod matching {cfg['plugin']['selector']!r} in "
                   f"namespace {cfg['plugin']['namespace']} runs on this GPU node")
@@ -27,8 +27,7 @@ def test_plugin_pod_is_ready_and_not_crash_looping(run, cfg, gpu_node, evidence)
                           f"times (allowed {cfg['plugin']['maxRestarts']}), state {waiting.get('reason') or 'running'}; "
                           f"last termination: exit {last.get('exitCode')} {last.get('reason')}: "
                           f"{(last.get('message') or '').strip()[:400] or '(no termination message)'}")
-        ready = {c["type"]: c.get("status") for c in p.get("status", {}).get("conditions", []) or []}.get("Ready")
-        if ready != "True":
+        if nodes.condition(p, "Ready") != "True":
             raise_for("GPU-F08-PLUGIN-NOT-READY", f"{gpu_node}: plugin pod {name} is not Ready "
                       f"(phase {p.get('status', {}).get('phase')})")
 
@@ -99,15 +98,14 @@ def test_gpu_operator_validation_passed_on_the_node(run, cfg, gpu_node, evidence
     """MUST: where a GPU operator manages the node, its validator pod there is Ready (driver, toolkit, CUDA and
     plugin validations passed); otherwise the node's results are not meaningful (error, not fail)."""
     d = cfg["operator"]
-    mine = [p for p in run.operator_validators() if p["spec"].get("nodeName") == gpu_node]
+    mine = run.operator_validators(gpu_node)
     if not mine:
         raise_for("ENV-OPERATOR-NOT-READY", f"{gpu_node}: no validator pod matching {d['validatorSelector']!r} in "
                   f"namespace {d['namespace']} runs on this GPU node (operator not deployed here?)")
     for p in mine:
         evidence.pod(p["metadata"]["namespace"], p["metadata"]["name"])
         st = p.get("status", {})
-        ready = {c["type"]: c.get("status") for c in st.get("conditions", []) or []}.get("Ready")
-        if ready == "True":
+        if nodes.condition(p, "Ready") == "True":
             continue
         stuck = []
         for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
