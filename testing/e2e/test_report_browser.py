@@ -1,6 +1,6 @@
 """The HTML audit report from a real run against the local test bed, opened in headless Chromium.
 
-A short run (counts + latency, with startP99 forced to 0s so the latency check fails and carries evidence)
+A short run (counts + latency, with scheduleP99 forced to 0s so the latency check fails and carries evidence)
 writes report.html; Chromium loads it over the DevTools protocol, and the test asserts that the matrix, both
 latency plots, the percentile table, the environment header and the failing test's evidence are rendered
 and visible (non-empty boxes, not display:none / visibility:hidden). The screenshot is kept as an artefact in
@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 
 import pytest
 import websocket
-from bedtools import KUBECONFIG, ROOT
+from bedtools import KUBECONFIG, ROOT, run_pytest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SHOT = ROOT / "reports" / "browser-selftest.png"
@@ -84,12 +82,9 @@ class DevTools:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
-    env = {**os.environ, "KUBECONFIG": str(KUBECONFIG)}
-    res = subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
-                          "-k", "advertised or latency", "--gpuconform-config", "localcluster/gpuconform.yaml",
-                          "--gpuconform-set", "burst.samples=1", "--gpuconform-set", "thresholds.startP99=0s",
-                          "--html", str(out / "report.html"), "--self-contained-html"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    res = run_pytest("tests", "-q", "-k", "advertised or latency", "--gpuconform-config", "localcluster/gpuconform.yaml",
+                    "--gpuconform-set", "burst.samples=1", "--gpuconform-set", "thresholds.scheduleP99=0s",
+                    "--html", str(out / "report.html"), "--self-contained-html")
     assert res.returncode == 1, f"expected the forced latency failure:\n{res.stdout[-3000:]}\n{res.stderr[-2000:]}"
     return out / "report.html"
 
