@@ -14,16 +14,15 @@ plus cleanup (namespace deletion requested -> namespaces gone). Figures are prin
 from __future__ import annotations
 
 import json
-import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
-from bedtools import KUBECONFIG, ROOT, as_list, get, identity_objects, kubectl, token_kubeconfig  # noqa: E402
+from bedtools import (KUBECONFIG, ROOT, as_list, get, identity_objects, kubectl, run_pytest,  # noqa: E402
+                      token_kubeconfig)
 
 NS = SA = FLOW = "gpuconform-bench"
 METRIC = "apiserver_flowcontrol_dispatched_requests_total"
@@ -67,12 +66,9 @@ def main() -> int:
             run_id = "bench-" + time.strftime("%H%M%S")
             before = dispatched()
             t0 = time.monotonic()
-            proc = subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
-                                   "--gpuconform-config", str(ROOT / "localcluster" / "gpuconform.yaml"),
-                                   "--k8s-kubeconfig", str(kcfg), "--gpuconform-run-id", run_id,
-                                   "--gpuconform-summary", str(summary_path)],
-                                  cwd=ROOT, env={**os.environ, "KUBECONFIG": str(kcfg)},
-                                  capture_output=True, text=True)
+            proc = run_pytest("tests", "-q", "--gpuconform-config", str(ROOT / "localcluster" / "gpuconform.yaml"),
+                             "--k8s-kubeconfig", str(kcfg), "--gpuconform-run-id", run_id,
+                             "--gpuconform-summary", str(summary_path), kubeconfig=kcfg, timeout=1800)
             wall = time.monotonic() - t0
             tail = wait_gone(run_id)
             requests = dispatched() - before

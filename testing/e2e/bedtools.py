@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE = ROOT / ".localcluster"
 KUBECONFIG = STATE / "kubeconfig"
+MATRIX_OUT = ROOT / "reports" / "fault-matrix.txt"  # written by test_fault_matrix.py, shown by conftest.py
 # Resolved at import: pytester later points HOME at a temporary directory.
 _BUILT = sorted(Path.home().glob(".cache/gpuconform/k8s/*/kubectl"))
 KUBECTL = str(_BUILT[-1]) if _BUILT else "kubectl"
@@ -21,6 +23,13 @@ def kubectl(*args: str, input: str | None = None, check: bool = True, timeout: f
     if check:
         assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr.strip()}"
     return out.stdout
+
+
+def run_pytest(*args: str, kubeconfig: Path = KUBECONFIG, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`python -m pytest -p no:cacheprovider ARGS` in the repository, against `kubeconfig`, output captured."""
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=ROOT,
+                          env={**os.environ, "KUBECONFIG": str(kubeconfig)}, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def get(*args: str) -> dict:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
-MATRIX_OUT = Path(__file__).resolve().parents[2] / "reports" / "fault-matrix.txt"
+from bedtools import MATRIX_OUT
+
 _T0 = time.time()
 
 

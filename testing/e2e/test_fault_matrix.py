@@ -11,17 +11,13 @@ Needs the local cluster (`make cluster-up`); skipped with a reason when it is no
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
+from bedtools import KUBECONFIG, MATRIX_OUT, ROOT, run_pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-KUBECONFIG = ROOT / ".localcluster" / "kubeconfig"
-MATRIX_OUT = ROOT / "reports" / "fault-matrix.txt"
 SCHEMA = json.loads((ROOT / "docs" / "summary.schema.json").read_text())
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
@@ -90,11 +86,8 @@ def bed(*args: str) -> None:
 
 def run_suite(tmp: Path, *extra: str) -> tuple[int, dict]:
     summary = tmp / "summary.json"
-    env = {**os.environ, "KUBECONFIG": str(KUBECONFIG)}
-    out = subprocess.run([sys.executable, "-m", "pytest", "tests", "-p", "no:cacheprovider", "-q",
-                          "--gpuconform-config", "localcluster/gpuconform.yaml", "--gpuconform-summary", str(summary),
-                          "--gpuconform-set", "burst.samples=1", *extra],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    out = run_pytest("tests", "-q", "--gpuconform-config", "localcluster/gpuconform.yaml", "--gpuconform-summary",
+                    str(summary), "--gpuconform-set", "burst.samples=1", *extra, timeout=900)
     assert summary.exists(), f"no summary written (exit {out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-2000:]}"
     data = json.loads(summary.read_text())
     jsonschema.validate(data, SCHEMA)  # every summary, healthy or broken, matches the published schema

@@ -7,12 +7,9 @@ the preset matches the pool and to fail with the intended code when it does not.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
-from bedtools import KUBECONFIG, ROOT
+from bedtools import KUBECONFIG, run_pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
                                                   reason="local cluster not running (make cluster-up)")]
@@ -36,12 +33,10 @@ CASES = [
 def test_counts_check_on_kwok_pool_with_preset(tmp_path, pool, preset, extra, outcome, code):
     summary = tmp_path / "summary.json"
     sets = [f"preset={preset}", f"nodes.exclude=node-pool!={pool}", *extra]  # the selector is a union with "has the resource"
-    argv = [sys.executable, "-m", "pytest", "tests/allocation/test_counts.py", "-q", "-p", "no:cacheprovider",
-            "--gpuconform-summary", str(summary)]
+    argv = ["tests/allocation/test_counts.py", "-q", "--gpuconform-summary", str(summary)]
     for s in sets:
         argv += ["--gpuconform-set", s]
-    out = subprocess.run(argv, cwd=ROOT, env={**os.environ, "KUBECONFIG": str(KUBECONFIG)}, capture_output=True,
-                         text=True, timeout=300)
+    out = run_pytest(*argv, timeout=300)
     data = json.loads(summary.read_text())
     results = [r for r in data["results"] if r["check"] == "test_advertised_gpus_match_the_hardware"]
     assert len(results) == 1, f"expected one node in pool {pool}:\n{out.stdout[-2000:]}\n{out.stderr[-1000:]}"

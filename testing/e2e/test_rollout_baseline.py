@@ -5,24 +5,19 @@ better beyond the tolerance exits 8 and shows the deltas in the report and the s
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
-from bedtools import KUBECONFIG, ROOT
+from bedtools import KUBECONFIG, run_pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
                                                   reason="local cluster not running (make cluster-up)")]
 
 
 def suite(tmp, name: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-k",
-                           "advertised or latency", "--gpuconform-config", "localcluster/gpuconform.yaml",
-                           "--gpuconform-set", "burst.samples=1", "--gpuconform-summary", str(tmp / f"{name}.json"),
-                           "--html", str(tmp / f"{name}.html"), "--self-contained-html", *extra],
-                          cwd=ROOT, env={**os.environ, "KUBECONFIG": str(KUBECONFIG)}, capture_output=True, text=True,
-                          timeout=600)
+    return run_pytest("tests", "-q", "-k", "advertised or latency", "--gpuconform-config", "localcluster/gpuconform.yaml",
+                     "--gpuconform-set", "burst.samples=1", "--gpuconform-summary", str(tmp / f"{name}.json"),
+                     "--html", str(tmp / f"{name}.html"), "--self-contained-html", *extra)
 
 
 def test_latency_regression_against_baseline_exits_8_and_is_shown(tmp_path):
