@@ -47,17 +47,23 @@ DEFAULTS: dict[str, Any] = {
     "vendor": "nvidia",  # nvidia | amd | intel: which vendor tooling the workload probes may rely on
     "resourceName": "nvidia.com/gpu",
     "nodes": {
-        "selector": "nvidia.com/gpu.present=true",  # label selector for GPU nodes (plus nodes with the resource)
+        # label selector for GPU nodes (plus nodes advertising a GPU resource); empty = any of the vendor's GPU
+        # node labels (nvidia: nvidia.com/gpu.present=true or NFD's feature.node.kubernetes.io/pci-10de.present=true)
+        "selector": "",
         "exclude": "",  # label selector of nodes to leave alone, e.g. "type=kwok"
         "expectedGpus": "auto",  # auto (GFD labels) | integer | {poolLabelValue: integer}
         "poolLabel": "",  # label whose value selects the expectedGpus entry
     },
-    "sharing": {"strategy": "auto", "replicas": "auto", "renamed": False},  # auto = from GFD labels
+    # auto = from each node's GFD labels; renamed auto = whichever of <resource> and <resource>.shared the node has
+    "sharing": {"strategy": "auto", "replicas": "auto", "renamed": "auto"},
     "mig": {"strategy": "auto", "profiles": {}},  # mixed: {"mig-1g.10gb": 7, ...} per node
+    # Empty namespace/selector = find the plugin pods on each node by what they are (docs/vendors.md): DaemonSet
+    # pods mounting the kubelet's device-plugins directory, or with a known install layout's labels, in any
+    # namespace. Set them only for a layout those rules do not know. Empty socket = upstream's name per resource.
     "plugin": {
-        "namespace": "kube-system",
-        "selector": "app.kubernetes.io/name=nvidia-device-plugin",
-        "socket": "nvidia-gpu.sock",
+        "namespace": "",
+        "selector": "",
+        "socket": "",
         "maxRestarts": 0,  # restarts allowed before a plugin pod counts as crash-looping
     },
     # GPU operator: where its validator pods run. Empty namespace = no operator, and its check is deselected.
@@ -133,6 +139,8 @@ def _merge(base: dict, over: dict, where: str, sources: dict, prefix: str = "") 
 def _coerce(value: str, default: Any) -> Any:
     if default == "auto" and re.fullmatch(r"\d+", value):  # keys that take auto or a number
         return int(value)
+    if default == "auto" and value.lower() in ("true", "false"):  # keys that take auto or a boolean
+        return value.lower() == "true"
     if isinstance(default, bool):
         return value.lower() in ("1", "true", "yes", "on")
     if isinstance(default, (list, dict)):
@@ -234,8 +242,11 @@ def _check(cfg: Config) -> None:
         v = cfg.get(key)
         if not isinstance(v, str) or (v and not _SELECTOR.match(v)):
             raise bad(key, f"must be a label selector like a=b,c!=d, got {v!r}")
-    if not cfg.get("plugin.selector"):
-        raise bad("plugin.selector", "must not be empty (it finds the plugin pods)")
+    if cfg.get("plugin.namespace") and not cfg.get("plugin.selector"):
+        raise bad("plugin.namespace", "only narrows plugin.selector; set plugin.selector too, or neither "
+                  "(the plugin pods are then found by what they are)")
+    if cfg.get("sharing.renamed") not in ("auto", True, False):
+        raise bad("sharing.renamed", f"must be auto, true or false, got {cfg.get('sharing.renamed')!r}")
     eg = cfg.get("nodes.expectedGpus")
     if isinstance(eg, dict):
         if not cfg.get("nodes.poolLabel"):

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import vendors
+
 GFD = "nvidia.com/"
 
 
@@ -26,22 +28,108 @@ def qty(v: Any) -> int | None:
 
 @dataclass(frozen=True)
 class Expectation:
-    resource: str  # the resource key the node must advertise
+    resource: str  # the resource key the node must advertise (whole GPUs, shared replicas or MIG single)
     physical: int | None  # physical GPUs (MIG single: MIG devices); None = unknown
     replicas: int  # sharing replicas (1 = no sharing)
     source: str  # where `physical` came from, for messages
     mig_strategy: str = "none"
     mig_profiles: dict[str, int] = field(default_factory=dict)  # resource -> count (mixed)
+    vendor: str = "nvidia"
 
     @property
     def advertised(self) -> int | None:
         return None if self.physical is None else self.physical * self.replicas
 
+    @property
+    def resources(self) -> list[str]:
+        """Every resource the plugin must register on this node (MIG mixed: one per profile)."""
+        return sorted(self.mig_profiles) if self.mig_strategy == "mixed" else [self.resource]
 
-def expectation(node: dict, cfg: dict) -> Expectation:
-    """What `node` must advertise. `cfg` is the effective config's data."""
+    @property
+    def workload_resource(self) -> str:
+        """What the workload checks request on this node: the node's own GPU resource; on a MIG mixed node the
+        profile with the most devices (ties: by name), so the burst check has the most devices to hand out."""
+        if self.mig_strategy == "mixed" and self.mig_profiles:
+            return sorted(self.mig_profiles.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        return self.resource
+
+    @property
+    def unit(self) -> str:
+        """What one device of the workload resource is: "mig" (a MIG device, exclusive), "replica" (a
+        time-sliced share of a GPU: replicas of one GPU share its UUID) or "gpu" (a whole GPU)."""
+        if self.mig_strategy in ("mixed", "single"):
+            return "mig"
+        return "replica" if self.replicas > 1 else "gpu"
+
+    @property
+    def per_device(self) -> int:
+        """How many pods may hold one physical device (or MIG device) of the workload resource at once."""
+        return self.replicas if self.unit == "replica" else 1
+
+    def sockets(self, override: str = "") -> list[str]:
+        """The socket file(s) the plugin serves in the kubelet's device-plugins directory (one per resource)."""
+        if override:
+            return [override]
+        return [vendors.socket_name(self.vendor, r) for r in self.resources]
+
+    def describe(self) -> str:
+        """One line for the report: the node's pool shape as the suite understood it."""
+        if self.mig_strategy == "mixed":
+            return "MIG mixed: " + ", ".join(f"{r}={n}" for r, n in sorted(self.mig_profiles.items()))
+        shape = f"{self.physical if self.physical is not None else '?'} GPU(s)"
+        if self.mig_strategy == "single":
+            shape = f"{self.physical if self.physical is not None else '?'} MIG device(s) (MIG single)"
+        if self.replicas > 1:
+            shape += f" x {self.replicas} replicas"
+        return f"{self.resource}: {shape}"
+
+
+def _count_label(labels: dict[str, str], vendor: str) -> tuple[int | None, str]:
+    """Physical GPUs from the labels the vendor's discovery publishes, and which label said so.
+
+    NVIDIA: GFD's nvidia.com/gpu.count (NVIDIA/k8s-device-plugin internal/lm/resource.go). Intel: the NFD rule's
+    gpu.intel.com/device.count (intel-device-plugins-for-kubernetes deployments/nfd/overlays/node-feature-rules/
+    node-feature-rules.yaml). AMD: the node labeller's per-device-ID counts beta.amd.com/gpu.device-id.<id>=<n>,
+    summed (ROCm/k8s-device-plugin cmd/k8s-node-labeller/main.go)."""
+    if vendor == vendors.INTEL:
+        n = qty(labels.get("gpu.intel.com/device.count"))
+        return n, "NFD label gpu.intel.com/device.count"
+    if vendor == vendors.AMD:
+        ids = {k: qty(v) for k, v in labels.items() if k.startswith(("beta.amd.com/gpu.device-id.",
+                                                                       "amd.com/gpu.device-id."))}
+        vals = [v for v in ids.values() if v is not None]
+        if not vals:
+            return None, "AMD node labeller label beta.amd.com/gpu.device-id.<id>"
+        # The labeller publishes the same counts under the beta. and the GA prefix: count one of them.
+        beta = [v for k, v in ids.items() if k.startswith("beta.") and v is not None]
+        return sum(beta or vals), "AMD node labeller labels (beta.)amd.com/gpu.device-id.<id>"
+    return qty(labels.get(f"{GFD}gpu.count")), f"GFD label {GFD}gpu.count"
+
+
+def shared_dev_num(plugin_pods: list[dict]) -> int | None:
+    """Intel's -shared-dev-num=N from the plugin pods' args: each GPU is advertised N times (the operator passes
+    the GpuDevicePlugin's sharedDevNum as this flag; intel-device-plugins-for-kubernetes cmd/gpu_plugin/
+    gpu_plugin.go and pkg/controllers/gpu/controller.go)."""
+    for p in plugin_pods:
+        for c in p.get("spec", {}).get("containers") or []:
+            argv = [*(c.get("command") or []), *(c.get("args") or [])]
+            for i, a in enumerate(argv):
+                flag, eq, val = a.lstrip("-").partition("=")
+                if flag == "shared-dev-num":
+                    val = val if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+                    if qty(val):
+                        return qty(val)
+    return None
+
+
+def expectation(node: dict, cfg: dict, plugin_pods: list[dict] | None = None) -> Expectation:
+    """What `node` must advertise, from the config and the node's own labels. `cfg` is the effective config's
+    data. With the `auto` settings each node's labels decide its shape (plain, time-sliced, MIG), so one config
+    covers a cluster of mixed pools. `plugin_pods` (the node's plugin pods) give Intel's sharedDevNum."""
     labels = node.get("metadata", {}).get("labels", {}) or {}
+    capacity = node.get("status", {}).get("capacity", {}) or {}
     resource = cfg["resourceName"]
+    vendor = cfg.get("vendor", "nvidia")
     name = node.get("metadata", {}).get("name", "?")
 
     eg = cfg["nodes"]["expectedGpus"]
@@ -54,36 +142,46 @@ def expectation(node: dict, cfg: dict) -> Expectation:
         source = f"config nodes.expectedGpus[{pool!r}]={physical}" if physical is not None else \
             f"no nodes.expectedGpus entry for pool {pool!r} (label {cfg['nodes']['poolLabel']})"
     else:
-        physical = qty(labels.get(f"{GFD}gpu.count"))
-        source = f"GFD label {GFD}gpu.count={physical}" if physical is not None else \
-            f"no {GFD}gpu.count label on {name} (set nodes.expectedGpus)"
+        physical, label = _count_label(labels, vendor)
+        source = f"{label}={physical}" if physical is not None else \
+            f"no {label} on {name} (set nodes.expectedGpus)"
 
     strategy = cfg["sharing"]["strategy"]
     if strategy == "auto":
-        strategy = labels.get(f"{GFD}gpu.sharing-strategy", "none")
+        strategy = labels.get(f"{GFD}gpu.sharing-strategy", "none") if vendor == vendors.NVIDIA else "none"
     replicas_cfg = cfg["sharing"]["replicas"]
+    if vendor == vendors.INTEL and replicas_cfg == "auto" and cfg["sharing"]["strategy"] == "auto":
+        n = shared_dev_num(plugin_pods or [])
+        strategy, replicas_cfg = ("time-slicing", n) if n and n > 1 else ("none", 1)
     if strategy in ("none", ""):
         replicas = 1
     elif replicas_cfg == "auto":
         replicas = max(qty(labels.get(f"{GFD}gpu.replicas")) or 1, 1)
     else:
         replicas = int(replicas_cfg)
-    if strategy not in ("none", "") and cfg["sharing"]["renamed"] and not resource.endswith(".shared"):
+    renamed = cfg["sharing"]["renamed"]
+    if renamed == "auto":
+        # GFD labels do not say whether the shared resource was renamed; the plugin advertises one of the two
+        # names (NVIDIA/k8s-device-plugin api/config/v1/replicas.go, renameByDefault): take the one present.
+        renamed = f"{resource}.shared" in capacity and resource not in capacity
+    if strategy not in ("none", "") and renamed and not resource.endswith(".shared"):
         resource = f"{resource}.shared"
 
     mig = cfg["mig"]["strategy"]
     if mig == "auto":
-        mig = labels.get(f"{GFD}mig.strategy", "none")
+        mig = labels.get(f"{GFD}mig.strategy", "none") if vendor == vendors.NVIDIA else "none"
     profiles: dict[str, int] = {}
     if mig == "mixed":
-        vendor = resource.split("/")[0]
-        profiles = {f"{vendor}/{k}": int(v) for k, v in (cfg["mig"]["profiles"] or {}).items()}
+        domain = resource.split("/")[0]
+        profiles = {f"{domain}/{k}": int(v) for k, v in (cfg["mig"]["profiles"] or {}).items()}
         if not profiles:
+            # GFD: nvidia.com/mig-<profile>.count per profile; profiles such as 1g.10gb, 1g.10gb.me, 1c.3g.20gb
+            # (NVIDIA/k8s-device-plugin internal/lm/resource.go, the mig-<profile> resource names)
             for k, v in labels.items():
-                m = re.match(rf"^{re.escape(GFD)}(mig-[^.]+\.[^.]+)\.count$", k)
+                m = re.match(rf"^{re.escape(GFD)}(mig-.+)\.count$", k)
                 if m and qty(v):
-                    profiles[f"{vendor}/{m.group(1)}"] = qty(v) or 0
-    return Expectation(resource, physical, replicas, source, mig, profiles)
+                    profiles[f"{domain}/{m.group(1)}"] = qty(v) or 0
+    return Expectation(resource, physical, replicas, source, mig, profiles, vendor)
 
 
 @dataclass(frozen=True)
@@ -159,7 +257,7 @@ def stale_resources(node: dict, exp: Expectation) -> list[Finding]:
     expected = {exp.resource, *exp.mig_profiles}
     out = []
     for k, v in sorted(cap_all.items()):
-        if k.startswith(vendor) and k not in expected and (qty(v) or 0) > 0:
+        if k.startswith(vendor) and k not in expected and (qty(v) or 0) > 0 and vendors.is_gpu_resource(exp.vendor, k):
             out.append(Finding("GPU-F04-STALE-RESOURCE",
                                f"{name}: advertises {k}={v}, which the configuration does not expect "
                                f"(expected resource keys: {sorted(expected)})"))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .counts import free_gpus, qty
+from . import vendors
+from .counts import Expectation, free_gpus, qty
 
 
 def parse_selector(sel: str) -> list[tuple[str, str, str | None]]:
@@ -42,9 +43,11 @@ class GpuNode:
     name: str
     ready: bool
     schedulable: bool
-    advertised: int | None  # allocatable of the resource (None = absent)
+    advertised: int | None  # allocatable of the node's workload resource (None = absent)
     free: int
     taints: tuple[str, ...]
+    resource: str = "nvidia.com/gpu"  # what the workload checks request on this node (its own GPU resource)
+    pool: str = ""  # the node's shape as understood from its labels, for the report
 
     @property
     def usable(self) -> bool:
@@ -62,12 +65,19 @@ class GpuNode:
         return None
 
 
-def is_gpu_node(node: dict, resource: str, selector: str, exclude: str) -> bool:
+def is_gpu_node(node: dict, vendor: str, selector: str, exclude: str) -> bool:
+    """A node the suite must certify: not excluded, and either selected by `selector` (empty: any of the vendor's
+    GPU-node labels, gpuconform/vendors.py) or advertising one of the vendor's GPU resources. A node labelled as
+    GPU node whose plugin never registered is found by its labels, so that failure is reported, not hidden."""
     labels = node.get("metadata", {}).get("labels", {}) or {}
     if exclude and matches(labels, exclude):
         return False
-    has_resource = resource in (node.get("status", {}).get("capacity") or {})
-    return (bool(selector) and matches(labels, selector)) or has_resource
+    if selector:
+        by_label = matches(labels, selector)
+    else:
+        by_label = any(matches(labels, s) for s in vendors.GPU_NODE_LABELS.get(vendor, ()))
+    has_resource = any(vendors.is_gpu_resource(vendor, k) for k in node.get("status", {}).get("capacity") or {})
+    return by_label or has_resource
 
 
 def condition(obj: dict, kind: str) -> str | None:
@@ -78,12 +88,15 @@ def condition(obj: dict, kind: str) -> str | None:
     return None
 
 
-def describe_nodes(nodes: list[dict], pods: list[dict], resource: str) -> list[GpuNode]:
+def describe_nodes(nodes: list[dict], pods: list[dict], expectations: dict[str, Expectation]) -> list[GpuNode]:
+    """Each node with its own workload resource (from its expectation) and the GPUs of it that are free."""
     out = []
     for n in nodes:
+        exp = expectations[n["metadata"]["name"]]
+        resource = exp.workload_resource
         taints = tuple(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in n.get("spec", {}).get("taints") or [])
         out.append(GpuNode(n["metadata"]["name"], condition(n, "Ready") == "True",
                            not n.get("spec", {}).get("unschedulable", False),
                            qty((n.get("status", {}).get("allocatable") or {}).get(resource)),
-                           free_gpus(n, resource, pods), taints))
+                           free_gpus(n, resource, pods), taints, resource, exp.describe()))
     return sorted(out, key=lambda g: g.name)

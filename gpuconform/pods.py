@@ -44,13 +44,16 @@ def labels(run_id: str, check: str) -> dict[str, str]:
 
 
 def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: dict, *, image: str,
-        gpus: int, command: list[str] | None = None, guaranteed_cpus: int = 0, deadline: float = 300,
-        container: str = "probe") -> dict:
-    """A short-lived test pod pinned to `node` through the scheduler (nodeSelector, so scheduling is measured)."""
+        gpus: int, resource: str = "", command: list[str] | None = None, guaranteed_cpus: int = 0,
+        deadline: float = 300, container: str = "probe") -> dict:
+    """A short-lived test pod pinned to `node` through the scheduler (nodeSelector, so scheduling is measured).
+    `resource` is the node's own GPU resource (nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-1g.10gb, ...)."""
     res: dict = {}
     limits: dict = {}
     if gpus:
-        limits[cfg["resourceName"]] = str(gpus)
+        if not resource:
+            raise ValueError(f"pod {name}: {gpus} GPU(s) requested without naming the node's GPU resource")
+        limits[resource] = str(gpus)
     if guaranteed_cpus:
         limits.update({"cpu": str(guaranteed_cpus), "memory": "64Mi"})
         res["requests"] = dict(limits)
@@ -80,15 +83,17 @@ def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: dict
 
 
 def probe_pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: dict, gpus: int,
-              guaranteed_cpus: int = 0, deadline: float = 300) -> dict:
+              guaranteed_cpus: int = 0, deadline: float = 300, resource: str = "") -> dict:
     return pod(name, namespace, run_id, check, node, cfg, image=cfg["images"]["probe"], gpus=gpus,
-               command=["sh", "-c", PROBE_SCRIPT], guaranteed_cpus=guaranteed_cpus, deadline=deadline)
+               resource=resource, command=["sh", "-c", PROBE_SCRIPT], guaranteed_cpus=guaranteed_cpus,
+               deadline=deadline)
 
 
-def vector_add_pod(name: str, namespace: str, run_id: str, node: str, cfg: dict, deadline: float) -> dict:
+def vector_add_pod(name: str, namespace: str, run_id: str, node: str, cfg: dict, deadline: float,
+                   resource: str) -> dict:
     """The CUDA sample with its own default command, so any vectoradd image can be substituted."""
     return pod(name, namespace, run_id, "vector-add", node, cfg, image=cfg["images"]["vectorAdd"], gpus=1,
-               deadline=deadline, container="vectoradd")
+               resource=resource, deadline=deadline, container="vectoradd")
 
 
 def socket_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: dict, deadline: float) -> dict:

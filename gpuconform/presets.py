@@ -3,7 +3,7 @@
 
 Each preset states what the plugin is expected to advertise, so the counts check can tell a sharing/MIG
 setup that was applied from one that was not (with sharing.strategy "auto" the GFD labels decide instead).
-AMD and Intel have no GPU Feature Discovery labels for counts: set nodes.expectedGpus. Their workload
+AMD and Intel count GPUs from their own discovery labels (node labeller, NFD rules). Their workload
 probes (CUDA vector-add, nvidia-smi isolation/NUMA evidence) are NVIDIA tooling; with vendor amd/intel
 those checks report "not checked" (ENV-NOT-CHECKED) instead of a false verdict.
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+# No preset names a plugin namespace, selector or socket: the plugin pods are found on each node by what they
+# are and the sockets follow upstream's naming per resource (gpuconform/discovery.py, gpuconform/vendors.py).
 _NVIDIA: dict[str, Any] = {
     "vendor": "nvidia",
     "resourceName": "nvidia.com/gpu",
-    "nodes": {"selector": "nvidia.com/gpu.present=true"},
-    "plugin": {"selector": "app.kubernetes.io/name=nvidia-device-plugin", "socket": "nvidia-gpu.sock"},
     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
 }
 
@@ -29,18 +29,17 @@ def _nvidia(**over: Any) -> dict[str, Any]:
 
 
 def _intel(driver: str) -> dict[str, Any]:
-    # Intel's plugins name their socket <resource namespace>-<device type>.sock
-    return {"vendor": "intel", "resourceName": f"gpu.intel.com/{driver}",
-            "nodes": {"selector": "intel.feature.node.kubernetes.io/gpu=true"},
-            "sharing": {"strategy": "none"}, "mig": {"strategy": "none"},
-            "plugin": {"namespace": "inteldeviceplugins-system", "selector": "app=intel-gpu-plugin",
-                       "socket": f"gpu.intel.com-{driver}.sock"},
+    # sharing auto: each GPU is advertised -shared-dev-num times, read from the plugin pod's args; GPU count
+    # from NFD's gpu.intel.com/device.count; the <driver>_monitoring resource is not a GPU (gpuconform/vendors.py)
+    return {"vendor": "intel", "resourceName": f"gpu.intel.com/{driver}", "mig": {"strategy": "none"},
             "tolerations": []}
 
 
 PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
-    "nvidia": ("NVIDIA device plugin, whole GPUs, no sharing, no MIG",
-               _nvidia(sharing={"strategy": "none"}, mig={"strategy": "none"})),
+    "nvidia": ("NVIDIA device plugin, any pool shape: each node's GFD labels decide whether it is plain, "
+               "time-sliced (renamed or not) or MIG (single or mixed)", _nvidia()),
+    "nvidia-plain": ("NVIDIA device plugin, whole GPUs only: sharing or MIG on a node is a finding",
+                     _nvidia(sharing={"strategy": "none"}, mig={"strategy": "none"})),
     "nvidia-mig-single": ("NVIDIA MIG strategy single: nvidia.com/gpu counts MIG devices (GFD gpu.count)",
                           _nvidia(sharing={"strategy": "none"}, mig={"strategy": "single"})),
     "nvidia-mig-mixed": ("NVIDIA MIG strategy mixed: one nvidia.com/mig-<profile> resource per profile "
@@ -51,13 +50,13 @@ PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "nvidia-time-slicing-renamed": ("NVIDIA time-slicing with renameByDefault: nvidia.com/gpu.shared",
                                     _nvidia(sharing={"strategy": "time-slicing", "renamed": True},
                                             mig={"strategy": "none"})),
-    "amd": ("AMD ROCm device plugin: amd.com/gpu (set nodes.expectedGpus)",
+    "amd": ("AMD ROCm device plugin: amd.com/gpu (counts from the node labeller's device-id labels, else set "
+            "nodes.expectedGpus)",
             {"vendor": "amd", "resourceName": "amd.com/gpu",
-             "nodes": {"selector": "feature.node.kubernetes.io/amd-gpu=true"},
              "sharing": {"strategy": "none"}, "mig": {"strategy": "none"},
-             # the AMD plugin's device-plugin manager names its socket <resource namespace>_<name>
-             "plugin": {"selector": "name=amdgpu-dp-ds", "socket": "amd.com_gpu"},
              "tolerations": [{"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}),
-    "intel-i915": ("Intel GPU plugin, legacy i915 driver: gpu.intel.com/i915 (set nodes.expectedGpus)", _intel("i915")),
-    "intel-xe": ("Intel GPU plugin, xe driver: gpu.intel.com/xe (set nodes.expectedGpus)", _intel("xe")),
+    "intel-i915": ("Intel GPU plugin, legacy i915 driver: gpu.intel.com/i915 (counts from NFD's "
+                   "gpu.intel.com/device.count, else set nodes.expectedGpus)", _intel("i915")),
+    "intel-xe": ("Intel GPU plugin, xe driver: gpu.intel.com/xe (counts from NFD's gpu.intel.com/device.count, "
+                 "else set nodes.expectedGpus)", _intel("xe")),
 }

@@ -25,23 +25,46 @@ def sections(log: str) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class Mig:
+    profile: str  # e.g. "1g.5gb", "1g.10gb.me", "1c.3g.20gb"
+    index: int  # the MIG device's index under its parent GPU
+    uuid: str
+
+
+@dataclass(frozen=True)
 class Gpu:
     index: int
     name: str
     uuid: str
+    migs: tuple[Mig, ...] = ()
 
 
 _L_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ((?:GPU|MIG)-[^)]+)\)\s*$")
+# nvidia-smi -L prints a GPU in MIG mode followed by one indented line per MIG device it can see:
+#   "  MIG 1g.20gb     Device  0: (UUID: MIG-ce861fb0-...)" (testing/unit/samples/smi_l_a100_mig_mixed.txt)
+_MIG_LINE = re.compile(r"^MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-[^)]+)\)\s*$")
 
 
 def parse_nvidia_smi_l(text: str) -> list[Gpu]:
-    """`nvidia-smi -L` -> GPUs. 'No devices were found' and MIG sub-lines give no GPU entries."""
-    gpus = []
+    """`nvidia-smi -L` -> GPUs, each with the MIG devices listed under it. 'No devices were found' gives []."""
+    gpus: list[Gpu] = []
     for line in text.splitlines():
         m = _L_LINE.match(line.strip())
         if m:
             gpus.append(Gpu(int(m.group(1)), m.group(2), m.group(3)))
+            continue
+        m = _MIG_LINE.match(line.strip())
+        if m and gpus:
+            g = gpus[-1]
+            gpus[-1] = Gpu(g.index, g.name, g.uuid, g.migs + (Mig(m.group(1), int(m.group(2)), m.group(3)),))
     return gpus
+
+
+def exclusive_ids(gpus: list[Gpu]) -> list[str]:
+    """The IDs of what a pod was exclusively given: its MIG devices where it sees any (the parent GPU is shared
+    between MIG devices), else its GPUs. Time-sliced replicas of one GPU share that GPU's UUID."""
+    migs = [m.uuid for g in gpus for m in g.migs]
+    return migs or [g.uuid for g in gpus]
 
 
 def parse_query_csv(text: str) -> list[dict[str, str]]:

@@ -26,7 +26,7 @@ def test_defaults_load():
 
 def test_defaults_are_not_mutated_by_a_load(tmp_path):
     load(write(tmp_path, "nodes:\n  selector: a=b\nmig:\n  profiles:\n    mig-1g.5gb: 7\n"), environ={})
-    assert gconfig.DEFAULTS["nodes"]["selector"] == "nvidia.com/gpu.present=true"
+    assert gconfig.DEFAULTS["nodes"]["selector"] == ""
     assert gconfig.DEFAULTS["mig"]["profiles"] == {}
 
 
@@ -213,7 +213,8 @@ def test_sharing_replicas_from_cli():
 @pytest.mark.parametrize("key, value, fragment", [
     ("resourceName", "gpu", "vendor.com/name"),
     ("nodes.selector", "a b", "label selector"),
-    ("plugin.selector", "", "must not be empty"),
+    ("plugin.namespace", "gpu-operator", "only narrows plugin.selector"),
+    ("sharing.renamed", "maybe", "auto, true or false"),
     ("sharing.strategy", "mig", "auto|none|time-slicing|mps"),
     ("mig.strategy", "both", "auto|none|single|mixed"),
     ("topology.policy", "strict", "single-numa-node"),

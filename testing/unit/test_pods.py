@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from gpuconform import config as gconfig, nodes, pods
+from gpuconform.counts import Expectation
 from gpuconform.reasons import (REASONS, EnvironmentProblem, Verdict, Violation, code_of, skip_reason)
 
 
@@ -19,7 +20,7 @@ def cfg(**over) -> dict:
 def recorded(phase="Pending", reason=None, message=None, conditions=None, container_statuses=None,
              name="gpuconform-alloc-1", node="gpu-a") -> dict:
     """A pod as the API returns it (camelCase), built from the suite's own manifest."""
-    p = pods.probe_pod(name, "gpuconform-r1", "r1", "allocation", node, cfg(), gpus=1)
+    p = pods.probe_pod(name, "gpuconform-r1", "r1", "allocation", node, cfg(), gpus=1, resource="nvidia.com/gpu")
     p["metadata"].update({"uid": "0b5f2e0c-5f5e-4d55-8d0e-6a2b0d7c9f11", "creationTimestamp": "2024-05-01T10:00:00Z"})
     st: dict = {"phase": phase, "qosClass": "Burstable"}
     if reason:
@@ -144,7 +145,7 @@ def test_exit_code_and_phase_helpers():
 def test_pod_manifest():
     c = cfg(tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}])
     c["images"] = {**c["images"], "pullSecrets": ["regcred"], "pullPolicy": "Always"}
-    m = pods.probe_pod("gpuconform-p1", "gpuconform-r1", "r1", "count", "gpu-a", c, gpus=2, deadline=123.7)
+    m = pods.probe_pod("gpuconform-p1", "gpuconform-r1", "r1", "count", "gpu-a", c, gpus=2, deadline=123.7, resource="nvidia.com/gpu")
     spec = m["spec"]
     assert m["kind"] == "Pod" and m["metadata"]["namespace"] == "gpuconform-r1"
     assert m["metadata"]["labels"] == {"app.kubernetes.io/part-of": "gpuconform", "gpuconform.dev/run": "r1",
@@ -166,7 +167,8 @@ def test_pod_manifest():
 
 def test_pod_manifest_guaranteed_and_no_gpu():
     c = cfg()
-    g = pods.pod("p", "ns", "r1", "numa", "gpu-a", c, image="busybox:1.36", gpus=1, guaranteed_cpus=2)
+    g = pods.pod("p", "ns", "r1", "numa", "gpu-a", c, image="busybox:1.36", gpus=1, resource="nvidia.com/gpu",
+                 guaranteed_cpus=2)
     res = g["spec"]["containers"][0]["resources"]
     assert res["limits"] == res["requests"] == {"nvidia.com/gpu": "1", "cpu": "2", "memory": "64Mi"}
     n = pods.pod("p", "ns", "r1", "x", "gpu-a", c, image="busybox:1.36", gpus=0)
@@ -176,7 +178,7 @@ def test_pod_manifest_guaranteed_and_no_gpu():
 
 
 def test_vector_add_pod_uses_image_default_command():
-    m = pods.vector_add_pod("va", "ns", "r1", "gpu-a", cfg(), 60)
+    m = pods.vector_add_pod("va", "ns", "r1", "gpu-a", cfg(), 60, "nvidia.com/gpu")
     ctr = m["spec"]["containers"][0]
     assert ctr["name"] == "vectoradd" and "command" not in ctr
     assert ctr["image"] == gconfig.DEFAULTS["images"]["vectorAdd"]
@@ -189,7 +191,7 @@ def test_socket_probe_pod_does_not_leak_into_restricted_defaults():
     assert m["spec"]["containers"][0]["volumeMounts"][0]["readOnly"] is True
     assert pods.RESTRICTED_CTR == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     assert pods.RESTRICTED_POD["runAsNonRoot"] is True
-    m2 = pods.probe_pod("p", "ns", "r1", "c", "gpu-a", cfg(), gpus=1)
+    m2 = pods.probe_pod("p", "ns", "r1", "c", "gpu-a", cfg(), gpus=1, resource="nvidia.com/gpu")
     assert m2["spec"]["securityContext"] == pods.RESTRICTED_POD
 
 
@@ -229,10 +231,22 @@ def node(name, labels=None, gpus=None, ready="True", unschedulable=False, taints
 
 def test_is_gpu_node():
     sel, exc = "nvidia.com/gpu.present=true", "type=kwok"
-    assert nodes.is_gpu_node(node("a", {"nvidia.com/gpu.present": "true"}), "nvidia.com/gpu", sel, exc)
-    assert nodes.is_gpu_node(node("b", {}, gpus=2), "nvidia.com/gpu", sel, exc)
-    assert not nodes.is_gpu_node(node("c", {}), "nvidia.com/gpu", sel, exc)
-    assert not nodes.is_gpu_node(node("d", {"type": "kwok"}, gpus=8), "nvidia.com/gpu", sel, exc)
+    assert nodes.is_gpu_node(node("a", {"nvidia.com/gpu.present": "true"}), "nvidia", sel, exc)
+    assert nodes.is_gpu_node(node("b", {}, gpus=2), "nvidia", sel, exc)
+    assert not nodes.is_gpu_node(node("c", {}), "nvidia", sel, exc)
+    assert not nodes.is_gpu_node(node("d", {"type": "kwok"}, gpus=8), "nvidia", sel, exc)
+
+
+def test_is_gpu_node_without_a_selector_uses_the_vendor_labels_and_resources():
+    # standalone installs: NFD's PCI label, no nvidia.com/gpu.present (set by the GPU operator only)
+    assert nodes.is_gpu_node(node("nfd", {"feature.node.kubernetes.io/pci-10de.present": "true"}), "nvidia", "", "")
+    assert nodes.is_gpu_node(node("op", {"nvidia.com/gpu.present": "true"}), "nvidia", "", "")
+    mig = node("mig", {})
+    mig["status"]["capacity"]["nvidia.com/mig-1g.10gb"] = "7"
+    assert nodes.is_gpu_node(mig, "nvidia", "", "")  # a MIG-only node is a GPU node
+    assert not nodes.is_gpu_node(node("cpu", {"feature.node.kubernetes.io/pci-8086.present": "true"}), "nvidia", "", "")
+    intel = node("i", {"intel.feature.node.kubernetes.io/gpu": "true"})
+    assert nodes.is_gpu_node(intel, "intel", "", "") and not nodes.is_gpu_node(intel, "nvidia", "", "")
 
 
 def test_describe_nodes_and_skip_reason():
@@ -240,8 +254,9 @@ def test_describe_nodes_and_skip_reason():
           node("m-down", gpus=4, ready="False"), node("n-cordon", gpus=4, unschedulable=True)]
     pod = {"metadata": {"name": "x"}, "spec": {"nodeName": "z-busy", "containers": [
         {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}, "status": {"phase": "Running"}}
-    got = {g.name: g for g in nodes.describe_nodes(ns, [pod], "nvidia.com/gpu")}
-    assert [g.name for g in nodes.describe_nodes(ns, [pod], "nvidia.com/gpu")] == sorted(got)
+    exps = {n["metadata"]["name"]: Expectation("nvidia.com/gpu", 4, 1, "test") for n in ns}
+    got = {g.name: g for g in nodes.describe_nodes(ns, [pod], exps)}
+    assert [g.name for g in nodes.describe_nodes(ns, [pod], exps)] == sorted(got)
     assert got["a-ok"].taints == ("k=v:NoSchedule",) and got["a-ok"].usable and got["a-ok"].skip_reason(1) is None
     assert got["m-down"].skip_reason(1) == ("ENV-NODE-NOT-READY", "m-down is NotReady")
     assert got["n-cordon"].skip_reason(1)[0] == "ENV-NODE-NOT-READY" and not got["n-cordon"].usable

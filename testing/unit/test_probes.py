@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpuconform import probes
-from gpuconform.probes import (Gpu, alignment, cpus_allowed, fmt_cpus, parse_cpulist, parse_nvidia_smi_l,
+from gpuconform.probes import (Gpu, Mig, exclusive_ids, alignment, cpus_allowed, fmt_cpus, parse_cpulist, parse_nvidia_smi_l,
                                parse_query_csv, parse_topo_numa, sections, vector_add_result)
 
 SMI_L = """GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901)
@@ -27,9 +27,25 @@ def test_nvidia_smi_l():
     ]
 
 
-def test_nvidia_smi_l_mig_sub_lines_are_not_gpus():
+def test_nvidia_smi_l_mig_sub_lines_belong_to_their_gpu():
     gpus = parse_nvidia_smi_l(SMI_L_MIG)
     assert [g.uuid for g in gpus] == ["GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901"]
+    assert gpus[0].migs == (Mig("1g.5gb", 0, "MIG-5c1a2b3d-4e5f-5a6b-9c7d-8e9f0a1b2c3d"),
+                            Mig("1g.5gb", 1, "MIG-6d2b3c4e-5f60-5b7c-8d9e-0f1a2b3c4d5e"))
+    # what a pod was given exclusively: the MIG devices, not the parent GPU they share
+    assert exclusive_ids(gpus) == ["MIG-5c1a2b3d-4e5f-5a6b-9c7d-8e9f0a1b2c3d", "MIG-6d2b3c4e-5f60-5b7c-8d9e-0f1a2b3c4d5e"]
+
+
+def test_nvidia_smi_l_mig_profile_names_of_every_form():
+    text = ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-000000000001)\n"
+            "  MIG 1g.10gb.me   Device  0: (UUID: MIG-00000000-0000-0000-0000-00000000000a)\n"
+            "  MIG 1c.3g.20gb   Device  1: (UUID: MIG-00000000-0000-0000-0000-00000000000b)\n")
+    assert [m.profile for m in parse_nvidia_smi_l(text)[0].migs] == ["1g.10gb.me", "1c.3g.20gb"]
+
+
+def test_exclusive_ids_of_whole_gpus_are_their_uuids():
+    assert exclusive_ids(parse_nvidia_smi_l(SMI_L)) == ["GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901",
+                                                         "GPU-8c4f2a1e-0d3b-4e5f-a617-2b8c9d0e1f23"]
 
 
 def test_nvidia_smi_l_no_devices():
@@ -308,6 +324,7 @@ def test_nvidia_smi_l_real_mig_mixed():
                                       "GPU-d8594bd4-0fc3-8595-e355-7c98138f3b95",
                                       "GPU-5e375e7e-b41f-155b-dcdc-534524c356fc",
                                       "GPU-69ec2344-ebac-b028-f88f-452abb3d7f11"]
+    assert [m.profile for m in gpus[0].migs] == ["1g.20gb"] * 4 and all(not g.migs for g in gpus[1:])
 
 
 def test_nvidia_smi_l_real_plain():

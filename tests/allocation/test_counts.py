@@ -5,11 +5,12 @@ from gpuconform import counts
 
 
 def test_advertised_gpus_match_the_hardware(run, cfg, gpu_node, evidence, record_property):
-    """MUST: capacity = allocatable = physical GPUs x sharing replicas (or the MIG profile counts); no device is
-    Unhealthy, none is over- or under-advertised, and no stale GPU resource key remains."""
+    """MUST: capacity = allocatable = physical GPUs x sharing replicas (or the MIG profile counts), as the node's
+    own labels describe its pool; no device is Unhealthy, none is over- or under-advertised, and no stale GPU
+    resource key remains."""
     node = run.refresh_node(gpu_node)
-    exp = counts.expectation(node, cfg)
-    evidence.note("expectation", exp.__dict__)
+    exp = run.expectation(gpu_node, node)
+    evidence.note("expectation", {"pool": exp.describe(), **exp.__dict__})
     status = node["status"]
     unhealthy = None
     cap, alloc = counts.qty(status["capacity"].get(exp.resource)), counts.qty(status["allocatable"].get(exp.resource))

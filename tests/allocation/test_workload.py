@@ -6,7 +6,7 @@ import time
 import pytest
 
 from fixtures.plugin import raise_for, require_nvidia_tooling
-from gpuconform import pods, probes
+from gpuconform import pods, probes, verdicts
 from gpuconform.reasons import skip_reason
 
 
@@ -15,7 +15,8 @@ def _need(run, node, n):
         pytest.skip(skip_reason(*why))
     free = run.free_gpus(node)
     if free < n:
-        pytest.skip(skip_reason("GPU-F07-BUSY", f"{node} has {free} free GPU(s) now, the check needs {n}"))
+        pytest.skip(skip_reason("GPU-F07-BUSY", f"{node} has {free} free {run.node(node).resource} now, the check "
+                                f"needs {n}"))
     return free
 
 
@@ -29,91 +30,88 @@ def _probe_log(run, ns, name, deadline_s=30.0):
         time.sleep(0.5)
 
 
-def _visible(log):
-    s = probes.sections(log)
+def _seen(run, ns, name, requested, log=None):
+    s = probes.sections(log if log is not None else run.pod_log(ns, name))
     devs = [d for d in s.get("dev", "").splitlines() if d.strip()]
-    smi = probes.parse_nvidia_smi_l(s.get("nvidia-smi -L", ""))
-    return devs, smi, s.get("env", "")
+    return verdicts.Seen(name, requested, devs, probes.parse_nvidia_smi_l(s.get("nvidia-smi -L", "")), s.get("env", ""))
+
+
+def _evidence(seen):
+    return {"dev": seen.dev, "nvidia-smi": [g.uuid for g in seen.gpus],
+            "mig": [m.uuid for g in seen.gpus for m in g.migs], "env": seen.env}
 
 
 def test_vector_add_succeeds_through_the_plugin(run, cfg, gpu_node, pod_runner, evidence):
-    """MUST: a pod requesting one GPU runs the CUDA vector-add sample to 'Test PASSED' with exit code 0."""
+    """MUST: a pod requesting one device of the node's GPU resource (a whole GPU, a time-sliced replica or a MIG
+    device) runs the CUDA vector-add sample to 'Test PASSED' with exit code 0."""
     require_nvidia_tooling(cfg, "the CUDA vector-add sample")
     _need(run, gpu_node, 1)
     ns = run.ensure_namespace()
     name = pod_runner.create(pods.vector_add_pod(f"vectoradd-{gpu_node}"[:63], ns, run.run_id, gpu_node, cfg,
-                                                 run.cfg.seconds("timeouts.podComplete")))
+                                                 run.cfg.seconds("timeouts.podComplete"), run.node(gpu_node).resource))
     state = pod_runner.wait([name], "done", "timeouts.podComplete", gpu_node)[name]
     log = run.pod_log(ns, name)
     result = probes.vector_add_result(log, pods.exit_code(state))
     if not result.passed:
-        raise_for(result.code, f"{gpu_node}: vector-add pod {name} exited {pods.exit_code(state)}: {result.cause}; "
-                  f"output tail: {log.strip()[-300:]!r}")
+        raise_for(result.code, f"{gpu_node}: vector-add pod {name} ({run.node(gpu_node).resource}) exited "
+                  f"{pods.exit_code(state)}: {result.cause}; output tail: {log.strip()[-300:]!r}")
 
 
 def test_pods_see_exactly_the_gpus_they_request(run, cfg, gpu_node, pod_runner, evidence):
-    """MUST: a pod requesting no GPU sees none; a pod requesting N GPUs sees exactly N (device nodes and
-    nvidia-smi agree with NVIDIA_VISIBLE_DEVICES)."""
+    """MUST: a pod requesting no GPU sees none; a pod requesting N devices sees exactly those N (whole GPUs:
+    device nodes and nvidia-smi agree; MIG: N MIG devices; time-slicing: one replica, so one GPU)."""
     require_nvidia_tooling(cfg, "device visibility from nvidia-smi and /dev/nvidiaN")
     free = _need(run, gpu_node, 1)
-    n = min(2, free, cfg["limits"]["maxGpusPerNode"])
+    exp = run.expectation(gpu_node)
+    # A time-sliced node hands out replicas; upstream can refuse requests for more than one
+    # (failRequestsGreaterThanOne), so one replica is the request every healthy sharing config admits.
+    n = 1 if exp.unit == "replica" else min(2, free, cfg["limits"]["maxGpusPerNode"])
     ns = run.ensure_namespace()
     deadline = run.cfg.seconds("timeouts.podComplete")
+    res = run.node(gpu_node).resource
     zero = pod_runner.create(pods.probe_pod(f"iso0-{gpu_node}"[:63], ns, run.run_id, "isolation", gpu_node, cfg, 0,
                                             deadline=deadline))
     some = pod_runner.create(pods.probe_pod(f"iso{n}-{gpu_node}"[:63], ns, run.run_id, "isolation", gpu_node, cfg, n,
-                                            deadline=deadline))
+                                            deadline=deadline, resource=res))
     pod_runner.wait([zero, some], "done", "timeouts.podComplete", gpu_node)
-    d0, s0, env0 = _visible(run.pod_log(ns, zero))
-    dn, sn, envn = _visible(run.pod_log(ns, some))
-    evidence.note("visible", {"no-request": {"dev": d0, "nvidia-smi": [g.uuid for g in s0], "env": env0},
-                              f"{n}-gpus": {"dev": dn, "nvidia-smi": [g.uuid for g in sn], "env": envn}})
-    if d0 or s0:
-        raise_for("GPU-ISOLATION", f"{gpu_node}: pod {zero} requested no GPU but sees {len(d0)} device node(s) "
-                  f"{d0} and {len(s0)} GPU(s) in nvidia-smi")
-    seen = max(len(dn), len(sn))
-    if len(dn) < n or len(sn) < n:
-        raise_for("GPU-F12-DEVICE-NOT-INJECTED", f"{gpu_node}: pod {some} was granted {n} GPU(s) but sees "
-                  f"{len(dn)} device node(s) and {len(sn)} in nvidia-smi ({envn.strip()})")
-    if seen > n:
-        raise_for("GPU-ISOLATION", f"{gpu_node}: pod {some} requested {n} GPU(s) but sees {seen}")
+    s0, sn = _seen(run, ns, zero, 0), _seen(run, ns, some, n)
+    evidence.note("visible", {"no-request": _evidence(s0), f"{n} x {res}": _evidence(sn), "unit": exp.unit})
+    for finding in verdicts.isolation_findings(gpu_node, s0, sn, exp.unit):
+        raise_for(finding.code, finding.message)
 
 
 def test_burst_allocates_every_free_gpu_once_and_one_more_waits(run, cfg, gpu_node, pod_runner, evidence):
-    """MUST: N single-GPU pods created at once (N = free GPUs) all run, each on a different device; pod N+1
-    stays Pending for lack of GPUs (not an admission failure)."""
+    """MUST: N single-device pods created at once (N = free devices of the node's GPU resource) all run, each
+    device held by no more pods than it may be (1; a time-sliced GPU: its replicas); pod N+1 stays Pending for
+    lack of devices (not an admission failure)."""
     require_nvidia_tooling(cfg, "telling devices apart by nvidia-smi UUID")
     free = _need(run, gpu_node, 1)
+    exp = run.expectation(gpu_node)
+    res = run.node(gpu_node).resource
     n = min(free, cfg["limits"]["maxGpusPerNode"])
     ns = run.ensure_namespace()
     deadline = run.cfg.seconds("timeouts.podComplete")
     script = pods.PROBE_SCRIPT + "\nsleep 600"
     names = []
     for i in range(n):
-        m = pods.probe_pod(f"burst{i}-{gpu_node}"[:63], ns, run.run_id, "burst", gpu_node, cfg, 1, deadline=deadline)
+        m = pods.probe_pod(f"burst{i}-{gpu_node}"[:63], ns, run.run_id, "burst", gpu_node, cfg, 1, deadline=deadline,
+                           resource=res)
         m["spec"]["containers"][0]["command"] = ["sh", "-c", script]
         names.append(pod_runner.create(m))
     pod_runner.wait(names, "running", "timeouts.podStart", gpu_node)
     extra = None
-    if n == free:  # only when the burst took every free GPU can one more be expected to wait
-        m = pods.probe_pod(f"burst-extra-{gpu_node}"[:63], ns, run.run_id, "burst", gpu_node, cfg, 1, deadline=deadline)
+    if n == free:  # only when the burst took every free device can one more be expected to wait
+        m = pods.probe_pod(f"burst-extra-{gpu_node}"[:63], ns, run.run_id, "burst", gpu_node, cfg, 1,
+                           deadline=deadline, resource=res)
         extra = pod_runner.create(m)
-    owners: dict[str, str] = {}
-    for name in names:
-        devs, smi, env = _visible(_probe_log(run, ns, name))
-        ids = [g.uuid for g in smi] or devs
-        if not ids:
-            raise_for("GPU-F12-DEVICE-NOT-INJECTED", f"{gpu_node}: burst pod {name} was granted 1 GPU but sees none "
-                      f"({env.strip()})")
-        for i in ids:
-            if i in owners:
-                raise_for("GPU-DOUBLE-ALLOCATION", f"{gpu_node}: device {i} visible in both {owners[i]} and {name} "
-                          f"at the same time")
-            owners[i] = name
-    evidence.note("device owners", owners)
+    seen = [_seen(run, ns, name, 1, _probe_log(run, ns, name)) for name in names]
+    findings, owners = verdicts.burst_findings(gpu_node, seen, exp.per_device)
+    evidence.note("device owners", {"resource": res, "per device": exp.per_device, "owners": owners})
+    for finding in findings:
+        raise_for(finding.code, finding.message)
     if extra:
         states = pod_runner.wait([extra], "running", "timeouts.podStart", gpu_node, allow=("GPU-F07-BUSY",))
         phase = states[extra]["status"].get("phase")
         if phase != "Pending":
-            raise_for("GPU-F04-OVERADVERTISED", f"{gpu_node}: pod {extra} (GPU #{n + 1}) reached {phase} although "
-                      f"all {n} free GPUs were held by the burst")
+            raise_for("GPU-F04-OVERADVERTISED", f"{gpu_node}: pod {extra} ({res} #{n + 1}) reached {phase} although "
+                      f"all {n} free devices were held by the burst")

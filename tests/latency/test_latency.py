@@ -18,13 +18,14 @@ def test_gpu_pod_start_latency_is_under_thresholds(run, cfg, gpu_node, pod_runne
     if free < 1:
         pytest.skip(skip_reason("GPU-F07-BUSY", f"{gpu_node} has no free GPU now"))
     ns = run.ensure_namespace()
-    res = cfg["resourceName"]
+    res = run.node(gpu_node).resource
     before = run.kubelet_metrics(gpu_node)
     deadline = run.cfg.seconds("timeouts.podComplete")
     script = ["sh", "-c", "exit 0"]
 
     def make(tag):
-        m = pods.probe_pod(f"lat-{tag}-{gpu_node}"[:63], ns, run.run_id, "latency", gpu_node, cfg, 1, deadline=deadline)
+        m = pods.probe_pod(f"lat-{tag}-{gpu_node}"[:63], ns, run.run_id, "latency", gpu_node, cfg, 1, deadline=deadline,
+                           resource=res)
         m["spec"]["containers"][0]["command"] = script
         return pod_runner.create(m)
 

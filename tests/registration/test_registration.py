@@ -3,71 +3,62 @@
 import pytest
 
 from fixtures.plugin import raise_for
-from gpuconform import metrics, nodes, pods
-from gpuconform.counts import qty
+from gpuconform import metrics, nodes, pods, verdicts
 from gpuconform.reasons import skip_reason
 
 
 def test_plugin_pod_is_ready_and_not_crash_looping(run, cfg, gpu_node, evidence):
     """MUST: every GPU node runs a Ready device-plugin pod that is not crash-looping (restarts within
-    plugin.maxRestarts)."""
-    mine = run.plugin_pods(gpu_node)
-    if not mine:
-        raise_for("GPU-F08-PLUGIN-NOT-READY", f"{gpu_node}: no pod matching {cfg['plugin']['selector']!r} in "
-                  f"namespace {cfg['plugin']['namespace']} runs on this GPU node")
-    for p in mine:
+    plugin.maxRestarts). Found by what it is (DaemonSet pod mounting the device-plugins directory, or a known
+    install layout's labels) in any namespace; companion pods (feature discovery, MPS, validators) are not it."""
+    found = run.find_plugin(gpu_node)
+    evidence.note("plugin discovery", {"layout": found.layout, "why": found.why, "companions set aside": found.companions})
+    if not found.pods:
+        raise_for("GPU-F08-PLUGIN-NOT-READY", f"{gpu_node}: no device-plugin pod runs on this GPU node ({found.why}"
+                  + (f"; companions seen: {', '.join(found.companions)}" if found.companions else "")
+                  + "). Check the plugin DaemonSet's node selector and tolerations, or set plugin.selector")
+    for p in found.pods:
         evidence.pod(p["metadata"]["namespace"], p["metadata"]["name"])
-        name = p["metadata"]["name"]
-        for cs in p.get("status", {}).get("containerStatuses", []) or []:
-            waiting = (cs.get("state") or {}).get("waiting") or {}
-            last = (cs.get("lastState") or {}).get("terminated") or {}
-            if waiting.get("reason") == "CrashLoopBackOff" or cs.get("restartCount", 0) > cfg["plugin"]["maxRestarts"]:
-                raise_for("GPU-F08-PLUGIN-CRASHLOOP",
-                          f"{gpu_node}: plugin pod {name} container {cs['name']} restarted {cs.get('restartCount', 0)} "
-                          f"times (allowed {cfg['plugin']['maxRestarts']}), state {waiting.get('reason') or 'running'}; "
-                          f"last termination: exit {last.get('exitCode')} {last.get('reason')}: "
-                          f"{(last.get('message') or '').strip()[:400] or '(no termination message)'}")
-        if nodes.condition(p, "Ready") != "True":
-            raise_for("GPU-F08-PLUGIN-NOT-READY", f"{gpu_node}: plugin pod {name} is not Ready "
-                      f"(phase {p.get('status', {}).get('phase')})")
+    for finding in verdicts.plugin_pod_findings(gpu_node, found.pods, cfg["plugin"]["maxRestarts"]):
+        raise_for(finding.code, finding.message)
 
 
 def test_gpu_resource_is_in_node_capacity(run, cfg, gpu_node, evidence):
-    """MUST: a GPU node's capacity and allocatable list the GPU resource with a non-zero count."""
+    """MUST: a GPU node's capacity and allocatable list each of its GPU resources (whole, shared or MIG, from the
+    node's own labels) with a non-zero count."""
     node = run.refresh_node(gpu_node)
-    res = cfg["resourceName"]
-    cap, alloc = (qty((node["status"].get(k) or {}).get(res)) for k in ("capacity", "allocatable"))
-    if cap is None:
-        raise_for("GPU-F01-NOT-REGISTERED", f"{gpu_node}: {res} is absent from capacity; the plugin never "
-                  f"registered with this kubelet (pod Running is not proof of registration)")
-    if not cap or not alloc:
-        raise_for("GPU-F02-CAPACITY-ZERO", f"{gpu_node}: {res} capacity={cap} allocatable={alloc}; the plugin "
-                  f"lost or never re-established its registration")
+    exp = run.expectation(gpu_node, node)
+    evidence.note("expected resources", {"pool": exp.describe(), "resources": exp.resources})
+    for finding in verdicts.capacity_findings(node, exp):
+        raise_for(finding.code, finding.message)
 
 
 def test_kubelet_counts_the_plugin_registration(run, cfg, gpu_node, evidence):
-    """MUST: the kubelet's kubelet_device_plugin_registration_total for the resource is present, and neither it
-    grew nor the kubelet restarted (process_start_time_seconds) during the run: a re-registration means a
-    plugin or kubelet restart."""
+    """MUST: the kubelet's kubelet_device_plugin_registration_total for each of the node's GPU resources is
+    present, and neither it grew nor the kubelet restarted (process_start_time_seconds) during the run: a
+    re-registration means a plugin or kubelet restart."""
     if not run.optional.get("nodes/proxy"):
         pytest.skip(skip_reason("ENV-NOT-CHECKED", "nodes/proxy not granted: kubelet metrics not checked"))
     samples = run.kubelet_metrics(gpu_node)
-    now = metrics.value(samples, "kubelet_device_plugin_registration_total", resource_name=cfg["resourceName"])
+    resources = run.expectation(gpu_node).resources
+    now = {r: metrics.value(samples, "kubelet_device_plugin_registration_total", resource_name=r) for r in resources}
     started, started_before = metrics.value(samples, "process_start_time_seconds"), run.kubelet_started_before.get(gpu_node)
-    evidence.note("registration_total", {"at_start": run.registration_before.get(gpu_node), "now": now,
+    before = run.registration_before.get(gpu_node) or {}
+    evidence.note("registration_total", {"at_start": before, "now": now,
                                          "kubelet_process_start_at_start": started_before, "kubelet_process_start_now": started})
-    if now is None:
-        raise_for("GPU-F01-NOT-REGISTERED", f"{gpu_node}: kubelet_device_plugin_registration_total"
-                  f"{{resource_name=\"{cfg['resourceName']}\"}} is absent: the kubelet has no registration "
-                  f"for this resource since it started")
+    for res, n in now.items():
+        if n is None:
+            raise_for("GPU-F01-NOT-REGISTERED", f"{gpu_node}: kubelet_device_plugin_registration_total"
+                      f"{{resource_name=\"{res}\"}} is absent: the kubelet has no registration "
+                      f"for this resource since it started")
     if started is not None and started_before is not None and started != started_before:
         raise_for("GPU-F11-REGISTRATION-UNSTABLE", f"{gpu_node}: the kubelet restarted during the run (process "
-                  f"start time {started_before:.0f} -> {started:.0f}); its registration counter restarted at {now:g}, "
-                  f"so the plugin had to re-register and allocatable may have dropped meanwhile")
-    before = run.registration_before.get(gpu_node)
-    if before is not None and now > before:
-        raise_for("GPU-F11-REGISTRATION-UNSTABLE", f"{gpu_node}: registration counter went {before:g} -> {now:g} "
-                  f"during the run (plugin or kubelet restarted)")
+                  f"start time {started_before:.0f} -> {started:.0f}); its registration counters restarted at "
+                  f"{now}, so the plugin had to re-register and allocatable may have dropped meanwhile")
+    for res, n in now.items():
+        if before.get(res) is not None and n > before[res]:
+            raise_for("GPU-F11-REGISTRATION-UNSTABLE", f"{gpu_node}: registration counter for {res} went "
+                      f"{before[res]:g} -> {n:g} during the run (plugin or kubelet restarted)")
 
 
 @pytest.mark.node_probe
@@ -84,12 +75,11 @@ def test_plugin_socket_exists_in_device_plugins_dir(run, cfg, gpu_node, pod_runn
     states = pod_runner.wait([name], "done", "timeouts.podComplete", gpu_node, namespace=ns)[name]
     listing = run.pod_log(ns, name)
     evidence.note("device-plugins listing", listing)
-    sock = cfg["plugin"]["socket"]
     if pods.exit_code(states) != 0:
         raise_for("ENV-API", f"{gpu_node}: socket probe exited {pods.exit_code(states)}: {listing[-300:]}")
-    if not any(line.split()[-1:] == [sock] for line in listing.splitlines()):
-        raise_for("GPU-F01-NOT-REGISTERED", f"{gpu_node}: {sock} not found in /var/lib/kubelet/device-plugins "
-                  f"(entries: {[ln.split()[-1] for ln in listing.splitlines()[1:] if ln.split()]})")
+    want = run.expectation(gpu_node).sockets(cfg["plugin"]["socket"])
+    for finding in verdicts.socket_findings(gpu_node, listing, want):
+        raise_for(finding.code, finding.message)
 
 
 

@@ -36,7 +36,8 @@ def test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node(run, cfg, gpu_nod
         pytest.skip(skip_reason("GPU-F07-BUSY", f"{gpu_node} has no free GPU now"))
     ns = run.ensure_namespace()
     name = pod_runner.create(pods.probe_pod(f"numa-{gpu_node}"[:63], ns, run.run_id, "numa", gpu_node, cfg, 1,
-                                            guaranteed_cpus=1, deadline=run.cfg.seconds("timeouts.podComplete")))
+                                            guaranteed_cpus=1, deadline=run.cfg.seconds("timeouts.podComplete"),
+                                            resource=run.node(gpu_node).resource))
     advertised = run.node(gpu_node).advertised or 0
     state = pod_runner.wait([name], "done", "timeouts.podComplete", gpu_node,
                             allow=("GPU-F06-TOPOLOGY-AFFINITY",))[name]
