@@ -62,7 +62,7 @@ IMAGES = {
     "suite": "localhost/gpuconform/suite:dev",  # the suite itself, for manifests/ (in-cluster Job)
 }
 IMAGE_LABEL = {"org.opencontainers.image.source": "gpuconform localcluster (built from local files)"}
-PLUGIN_NS, PLUGIN_DS, PLUGIN_CM = "kube-system", "nvidia-device-plugin-daemonset", "gpu-sim-config"
+PLUGIN_CM = "gpu-sim-config"  # the simulated plugin's ConfigMap; namespace and DaemonSet come from the layout (shapes.py)
 RESOURCE = "nvidia.com/gpu"
 
 T0 = time.monotonic()
@@ -451,9 +451,13 @@ def import_images(archives: list[Path]) -> None:
     say(f"imported {len(archives)} images into containerd: {', '.join(IMAGES.values())}")
 
 
-def write_hardware(numa: int = 0) -> None:
+def write_hardware(numa: int = 0, profile: str | None = None) -> None:
     """The simulated GPUs: what NVML would enumerate on this host (device nodes + a description). `numa` is the
-    NUMA node the GPUs physically sit on (what sysfs/nvidia-smi in a pod show)."""
+    NUMA node the GPUs physically sit on (what sysfs/nvidia-smi in a pod show); the mig-mixed profile partitions
+    every GPU into MIG devices (what the MIG manager leaves behind)."""
+    import shapes
+
+    profile = profile or shapes.current()[0]
     (GPU_SIM / "dev").mkdir(parents=True, exist_ok=True)
     (GPU_SIM / "run").mkdir(parents=True, exist_ok=True)
     gpus = []
@@ -464,6 +468,8 @@ def write_hardware(numa: int = 0) -> None:
         gpus.append({"index": i, "minor": i, "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{NODE_NAME}/gpu{i}')}",
                      "name": GPU_PRODUCT, "pciBusId": f"00000000:{0x07 + i * 8:02X}:00.0", "numaNode": numa,
                      "memoryTotalMiB": 40960})
+        if profile == "mig-mixed":
+            gpus[-1]["migDevices"] = shapes.mig_devices(i)
     (GPU_SIM / "hardware.json").write_text(json.dumps(
         {"driverVersion": DRIVER, "cudaVersion": CUDA, "gpus": gpus}, indent=1))
 
@@ -520,48 +526,6 @@ def gfd_labels(count: int, product: str = GPU_PRODUCT, replicas: int = 1) -> dic
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 
 
-def plugin_objects(config: dict, host_dir: str = DEVICE_PLUGIN_DIR) -> list[dict]:
-    """The plugin's ConfigMap and DaemonSet. `host_dir` is the host directory mounted as the kubelet's
-    device-plugins directory (a wrong one is a classic misconfiguration)."""
-    labels = {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/part-of": "gpuconform-localcluster"}
-    hp = lambda name, path: {"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}  # noqa: E731
-    return [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": PLUGIN_CM, "namespace": PLUGIN_NS,
-                                                               "labels": labels},
-         "data": {"config.yaml": json.dumps(config, indent=1)}},
-        {"apiVersion": "apps/v1", "kind": "DaemonSet",
-         "metadata": {"name": PLUGIN_DS, "namespace": PLUGIN_NS, "labels": labels},
-         "spec": {
-             "selector": {"matchLabels": {"name": "nvidia-device-plugin-ds"}},
-             "updateStrategy": {"type": "RollingUpdate"},
-             "template": {
-                 "metadata": {"labels": {"name": "nvidia-device-plugin-ds", **labels}},
-                 "spec": {
-                     "priorityClassName": "system-node-critical",
-                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                     # kwok nodes have no kubelet to register with; NVIDIA's chart selects GPU nodes the same way.
-                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                         "nodeSelectorTerms": [{"matchExpressions": [
-                             {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]},
-                             {"key": "type", "operator": "NotIn", "values": ["kwok"]}]}]}}},
-                     "containers": [{
-                         "name": "nvidia-device-plugin-ctr", "image": IMAGES["plugin"],
-                         "imagePullPolicy": "IfNotPresent",
-                         "args": ["--config=/etc/gpu-sim/config.yaml"],
-                         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
-                         "securityContext": {"privileged": True},
-                         "volumeMounts": [
-                             {"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"},
-                             {"name": "gpu-sim", "mountPath": str(GPU_SIM)},
-                             {"name": "config", "mountPath": "/etc/gpu-sim", "readOnly": True}]}],
-                     "volumes": [hp("device-plugin", host_dir), hp("gpu-sim", str(GPU_SIM)),
-                                 {"name": "config", "configMap": {"name": PLUGIN_CM}}],
-                 }}}},
-    ]
-
-
-HEALTHY_PLUGIN = {"resourceName": RESOURCE, "socketName": "nvidia-gpu.sock"}
-
 OPERATOR_NS, VALIDATOR = "gpu-operator", "nvidia-operator-validator"
 
 
@@ -572,8 +536,9 @@ def operator_objects(failing: str = "") -> list[dict]:
     restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     validate = f"echo '{failing}' | tee /dev/termination-log; exit 1" if failing else "echo driver validation passed"
     return [
+        # The operator's namespace admits its privileged DaemonSets (device plugin, toolkit, driver).
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NS, "labels": {
-            "pod-security.kubernetes.io/enforce": "restricted"}}},
+            "pod-security.kubernetes.io/enforce": "privileged"}}},
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": VALIDATOR, "namespace": OPERATOR_NS,
                                                                     "labels": labels},
          "spec": {"selector": {"matchLabels": {"app": VALIDATOR}},
@@ -581,7 +546,10 @@ def operator_objects(failing: str = "") -> list[dict]:
                       "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
                                           "seccompProfile": {"type": "RuntimeDefault"}},
                       "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                      "nodeSelector": {"nvidia.com/gpu.present": "true"},
+                      "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                          "nodeSelectorTerms": [{"matchExpressions": [{"key": k, "operator": "In", "values": ["true"]}]}
+                                                for k in ("nvidia.com/gpu.present",
+                                                          "feature.node.kubernetes.io/pci-10de.present")]}}},
                       "terminationGracePeriodSeconds": 1,
                       "initContainers": [{"name": "driver-validation", "image": IMAGES["probe"],
                                           "imagePullPolicy": "IfNotPresent", "command": ["sh", "-c", validate],
@@ -616,29 +584,52 @@ def deploy_operator(kubectl: Kubectl, failing: str = "") -> None:
              90, "kubelet")
 
 
-def deploy_plugin(kubectl: Kubectl, config: dict | None = None) -> None:
-    kubectl("label", "node", NODE_NAME, "--overwrite", *(f"{k}={v}" for k, v in gfd_labels(GPUS).items()))
-    kubectl.apply(*plugin_objects(config or HEALTHY_PLUGIN))
+def deploy_plugin(kubectl: Kubectl, config: dict | None = None, host_dir: str = DEVICE_PLUGIN_DIR) -> None:
+    """Labels the node and applies the plugin and its companions for the bed's current profile and layout."""
+    import shapes
+
+    profile, layout = shapes.current()
+    labels = shapes.gfd_labels(profile, layout)
+    kubectl("label", "node", NODE_NAME, "--overwrite", *(f"{k}={v}" for k, v in labels.items()),
+            *(f"{k}-" for k in shapes.stale_label_keys(labels)))
+    kubectl.apply(*shapes.plugin_objects(layout, config or shapes.plugin_config(profile), host_dir))
+    kubectl.apply(*shapes.companion_objects(layout))
+
+
+def advertised(kubectl: Kubectl, node: str = NODE_NAME) -> dict[str, tuple[str, str]]:
+    """{resource: (capacity, allocatable)} of the node's nvidia.com/* resources."""
+    st = kubectl.json("get", "node", node)["status"]
+    return {k: (v, st.get("allocatable", {}).get(k, "")) for k, v in st.get("capacity", {}).items()
+            if k.startswith("nvidia.com/")}
+
+
+def healthy_counts() -> dict[str, tuple[str, str]]:
+    import shapes
+
+    return {r: (str(n), str(n)) for r, n in shapes.resources(shapes.current()[0]).items()}
 
 
 def allocatable(kubectl: Kubectl, node: str) -> tuple[str, str]:
-    n = kubectl.json("get", "node", node)["status"]
-    return n.get("capacity", {}).get(RESOURCE, ""), n.get("allocatable", {}).get(RESOURCE, "")
+    """(capacity, allocatable) of the profile's first resource (the plain profile: nvidia.com/gpu)."""
+    first = next(iter(healthy_counts()))
+    return advertised(kubectl, node).get(first, ("", ""))
 
 
-def registration_metric(kubectl: Kubectl, node: str = NODE_NAME) -> float | None:
+def registration_metric(kubectl: Kubectl, node: str = NODE_NAME, resource: str = RESOURCE) -> float | None:
     text = kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics", check=False)
     for line in text.splitlines():
-        if line.startswith("kubelet_device_plugin_registration_total") and f'resource_name="{RESOURCE}"' in line:
+        if line.startswith("kubelet_device_plugin_registration_total") and f'resource_name="{resource}"' in line:
             return float(line.rsplit(" ", 1)[1])
     return None
 
 
 def wait_plugin_registered(kubectl: Kubectl) -> None:
-    wait_for(f"{RESOURCE}: {GPUS} allocatable on {NODE_NAME} (plugin registered)",
-             lambda: allocatable(kubectl, NODE_NAME) == (str(GPUS), str(GPUS)), 120, "kubelet")
+    want = healthy_counts()
+    wait_for(f"{NODE_NAME} to advertise {', '.join(f'{r}={n[0]}' for r, n in want.items())} (plugin registered)",
+             lambda: {r: v for r, v in advertised(kubectl, NODE_NAME).items() if v[0] not in ("0", "")} == want,
+             120, "kubelet")
     wait_for("kubelet_device_plugin_registration_total via the node proxy",
-             lambda: registration_metric(kubectl) is not None, 60, "kubelet")
+             lambda: all(registration_metric(kubectl, NODE_NAME, r) is not None for r in want), 60, "kubelet")
 
 
 # ---------------------------------------------------------------- kwok
@@ -740,6 +731,11 @@ def up() -> None:
     make_pki(ip)
     kubectl = Kubectl(bins)
     start_control_plane(bins, ip, kubectl)
+    import shapes
+
+    if not read_state().get("profile"):  # a fresh bed starts in the shape the environment asks for
+        profile, layout = shapes.current()
+        write_state(profile=profile, layout=layout, base_profile=profile, base_layout=layout)
     start_node(bins, ip, kubectl, policy=read_state().get("topology_policy", "single-numa-node"))
     if not read_state().get("fault"):
         deploy_plugin(kubectl)
@@ -792,7 +788,7 @@ def status() -> int:
                     "GPU_CAPACITY:.status.capacity.nvidia\\.com/gpu,GPU_ALLOCATABLE:.status.allocatable.nvidia\\.com/gpu",
                     check=False), end="")
     st = read_state()
-    print(f"fault: {st.get('fault') or 'none'}; memory: {cluster_memory_mib()} MiB RSS; kubeconfig: {KUBECONFIG}")
+    print(f"profile: {st.get('profile') or '-'}; layout: {st.get('layout') or '-'}; fault: {st.get('fault') or 'none'}; memory: {cluster_memory_mib()} MiB RSS; kubeconfig: {KUBECONFIG}")
     return 0 if ok else 1
 
 
@@ -811,15 +807,19 @@ def write_state(**kv) -> None:
 def main(argv: list[str]) -> int:
     import faults  # noqa: PLC0415 - faults imports this module
 
+    import shapes  # noqa: PLC0415 - shapes imports this module
+
     cmds = {"up": up, "down": down, "status": status, "faults": faults.list_faults,
             "fault-clear": faults.clear}
     try:
         if len(argv) == 2 and argv[0] == "fault":
             return faults.apply(argv[1]) or 0
+        if len(argv) == 3 and argv[0] == "bed":
+            return shapes.switch(argv[1], argv[2])
         if argv[:1] == ["restart-kubelet"] and len(argv) <= 2:
             return faults.restart_kubelet(float(argv[1]) if len(argv) == 2 else 0)
         if len(argv) != 1 or argv[0] not in cmds:
-            raise BedError(f"usage: cluster.py {{{'|'.join(cmds)}|fault NAME|restart-kubelet [DELAY_S]}}")
+            raise BedError(f"usage: cluster.py {{{'|'.join(cmds)}|fault NAME|bed PROFILE LAYOUT|restart-kubelet [DELAY_S]}}")
         return cmds[argv[0]]() or 0
     except BedError as e:
         print(f"localcluster: error: {e}", file=sys.stderr)

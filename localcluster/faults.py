@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 import cluster as c
+import shapes
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class Fault:
     # node (capacity, allocatable) to wait for before the fault counts as applied; None = healthy counts,
     # () = don't wait (the fault itself makes the counts unpredictable, e.g. a crash-looping plugin)
     counts: tuple | None = None
+    profile: str = "plain"  # the bed profile the fault is shown on (shapes.py); the bed switches to it first
+    layout: str = ""  # the plugin install layout it needs ("" = whichever the bed runs)
+    companion_crash: bool = False  # the layout's GPU Feature Discovery DaemonSet crash-loops
 
 
 ALL_NUMA1 = {str(i): 1 for i in range(c.GPUS)}
@@ -80,6 +84,14 @@ FAULTS: dict[str, Fault] = {
                            plugin={"allocateDelayMs": 2500}),
     "kubelet-restart": Fault("F11", "the kubelet restarts 12 s after this command returns (start the suite at "
                              "once): the plugin must re-register while the suite runs", restart_kubelet_after=12),
+    "ts-shared-device": Fault("isolation", "time-slicing node (4 replicas per GPU): Allocate injects GPU 0 into "
+                              "every container, so more pods share GPU 0 than it has replicas",
+                              plugin={"injectOnlyIndex": 0}, profile="time-slicing"),
+    "mig-not-injected": Fault("F12", "MIG mixed node: Allocate grants the MIG device but injects no device node; the "
+                              "pod sees no GPU", plugin={"skipInjection": True}, profile="mig-mixed"),
+    "companion-crashloop": Fault("F8 (negative)", "Helm layout: the chart's GPU Feature Discovery DaemonSet (same "
+                                 "app.kubernetes.io/name label as the plugin) crash-loops; the plugin is healthy and "
+                                 "no check may fail", layout="helm", companion_crash=True),
     "operator-not-ready": Fault("F16", "the GPU operator's driver validation fails on the GPU node: its validator "
                                 "pod is stuck in Init:CrashLoopBackOff",
                                 operator_failing="driver validation failed: NVIDIA kernel module not loaded"),
@@ -107,7 +119,7 @@ def _ctx() -> tuple[c.Bins, c.Kubectl, str]:
 
 
 def _plugin_config(f: Fault | None) -> dict:
-    cfg = dict(c.HEALTHY_PLUGIN)
+    cfg = shapes.plugin_config(shapes.current()[0])
     if f and f.plugin:
         knobs = dict(f.plugin)
         cfg.update(knobs.pop("_top", {}))
@@ -117,22 +129,8 @@ def _plugin_config(f: Fault | None) -> dict:
 
 
 def _restart_plugin(kubectl: c.Kubectl, f: Fault | None) -> None:
-    kubectl.apply(*c.plugin_objects(_plugin_config(f), f.plugin_host_dir if f and f.plugin_host_dir
-                                    else c.DEVICE_PLUGIN_DIR))
-    kubectl("delete", "pod", "-n", c.PLUGIN_NS, "-l", "name=nvidia-device-plugin-ds", "--wait=true",
-            "--grace-period=5")
-
-    def started() -> bool:
-        pods = kubectl.json("get", "pods", "-n", c.PLUGIN_NS, "-l", "name=nvidia-device-plugin-ds")["items"]
-        for p in pods:
-            if p["metadata"].get("deletionTimestamp"):
-                continue
-            for cs in p.get("status", {}).get("containerStatuses", []):
-                if cs.get("state", {}).get("running") or cs.get("restartCount", 0) > 0:
-                    return True
-        return False
-
-    c.wait_for("the plugin pod to start with its new config", started, 90, "kubelet")
+    shapes.restart_plugin(kubectl, _plugin_config(f), f.plugin_host_dir if f and f.plugin_host_dir
+                          else c.DEVICE_PLUGIN_DIR)
 
 
 def _restart_kubelet(bins: c.Bins, kubectl: c.Kubectl, ip: str, policy: str, wipe_checkpoint: bool) -> None:
@@ -170,7 +168,6 @@ def clear(quiet: bool = False) -> int:
     bins, kubectl, ip = _ctx()
     st = c.read_state()
     prev = FAULTS.get(st.get("fault") or "")
-    kubectl("label", "node", c.NODE_NAME, "--overwrite", *(f"{k}={v}" for k, v in c.gfd_labels(c.GPUS).items()))
     kubectl("taint", "node", c.NODE_NAME, "gpuconform.dev/maintenance-", check=False)
     if prev and prev.remove_image:
         c.import_images(c.build_images(bins))
@@ -183,10 +180,15 @@ def clear(quiet: bool = False) -> int:
     if st.get("topology_policy", "single-numa-node") != "single-numa-node":
         _restart_kubelet(bins, kubectl, ip, "single-numa-node", wipe_checkpoint=False)
     c.write_state(fault=None, topology_policy="single-numa-node")
-    _restart_plugin(kubectl, None)
-    c.wait_plugin_registered(kubectl)
+    base = (st.get("base_profile") or "plain", st.get("base_layout") or "helm")
+    if shapes.current() != base:
+        shapes.switch(*base)
+    else:
+        c.deploy_plugin(kubectl)  # node labels and companions of the shape
+        _restart_plugin(kubectl, None)
+        c.wait_plugin_registered(kubectl)
     if not quiet:
-        c.say("healthy state restored")
+        c.say(f"healthy state restored (profile {base[0]}, layout {base[1]})")
     return 0
 
 
@@ -197,7 +199,16 @@ def apply(name: str) -> int:
     if c.read_state().get("fault"):
         clear(quiet=True)
     bins, kubectl, ip = _ctx()
+    profile, layout = shapes.current()
+    if (f.profile, f.layout or layout) != (profile, layout):
+        shapes.switch(f.profile, f.layout or layout)
     c.write_state(fault=name)
+    if f.companion_crash:
+        kubectl.apply(*shapes.companion_objects(shapes.current()[1], crashing=True))
+        c.wait_for("the GPU Feature Discovery pod to crash-loop", lambda: any(
+            cs.get("restartCount", 0) > 0 for p in kubectl.json("get", "pods", "-A", "-l",
+                                                                "app.kubernetes.io/component=gpu-feature-discovery")["items"]
+            for cs in p.get("status", {}).get("containerStatuses", [])), 90, "kubelet")
     if f.hardware_numa is not None:
         c.write_hardware(numa=f.hardware_numa)
     if f.operator_failing:
@@ -213,7 +224,7 @@ def apply(name: str) -> int:
         # The kubelet zeroes extended resources on re-registration only in some restart paths, and keeps the
         # last node status otherwise; write the state a lost registration leaves behind (0, or gone) directly.
         # No registered plugin means the kubelet never rewrites it.
-        key = c.RESOURCE.replace("/", "~1")
+        key = next(iter(c.healthy_counts())).replace("/", "~1")
         patch = [{"op": "remove", "path": f"/status/{k}/{key}"} if f.drop_resource else
                  {"op": "replace", "path": f"/status/{k}/{key}", "value": "0"} for k in ("capacity", "allocatable")]
         kubectl("patch", "node", c.NODE_NAME, "--subresource=status", "--type=json", "-p", json.dumps(patch))

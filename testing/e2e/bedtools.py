@@ -10,6 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE = ROOT / ".localcluster"
+sys.path.insert(0, str(ROOT / "localcluster"))
+import shapes  # noqa: E402,F401 - re-exported: the bed's own tables of profiles and layouts (names as upstream ships them)
 KUBECONFIG = STATE / "kubeconfig"
 MATRIX_OUT = ROOT / "reports" / "fault-matrix.txt"  # written by test_fault_matrix.py, shown by conftest.py
 # Resolved at import: pytester later points HOME at a temporary directory.
@@ -30,6 +32,20 @@ def run_pytest(*args: str, kubeconfig: Path = KUBECONFIG, timeout: float = 600) 
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=ROOT,
                           env={**os.environ, "KUBECONFIG": str(kubeconfig)}, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def bed_shape() -> tuple[str, str]:
+    """(profile, layout) the running bed is in."""
+    st = json.loads((STATE / "state.json").read_text()) if (STATE / "state.json").exists() else {}
+    return st.get("profile") or "plain", st.get("layout") or "helm"
+
+
+def bed(*args: str, timeout: float = 600) -> str:
+    """`cluster.py ARGS` (fault NAME, fault-clear, bed PROFILE LAYOUT); fails the test with its output."""
+    out = subprocess.run([sys.executable, str(ROOT / "localcluster" / "cluster.py"), *args], capture_output=True,
+                         text=True, timeout=timeout)
+    assert out.returncode == 0, f"cluster.py {' '.join(args)} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
+    return out.stdout
 
 
 def get(*args: str) -> dict:

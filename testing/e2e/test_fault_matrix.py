@@ -11,12 +11,11 @@ Needs the local cluster (`make cluster-up`); skipped with a reason when it is no
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import jsonschema
 import pytest
-from bedtools import KUBECONFIG, MATRIX_OUT, ROOT, run_pytest
+from bedtools import KUBECONFIG, MATRIX_OUT, ROOT, bed, run_pytest
 
 SCHEMA = json.loads((ROOT / "docs" / "summary.schema.json").read_text())
 
@@ -70,18 +69,20 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
     "kubelet-restart": ({"test_kubelet_counts_the_plugin_registration": "GPU-F11-REGISTRATION-UNSTABLE"},
                         {BUSY, "GPU-F02-CAPACITY-ZERO", "GPU-F05-UNEXPECTED-ADMISSION", "GPU-F07-NOT-SCHEDULABLE",
                          "ENV-TIMEOUT"}),
+    # time-slicing: replicas of one GPU share its UUID; more pods on GPU 0 than it has replicas is a double allocation
+    "ts-shared-device": ({"test_burst_allocates_every_free_gpu_once_and_one_more_waits": "GPU-DOUBLE-ALLOCATION"},
+                         set()),
+    "mig-not-injected": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F12-DEVICE-NOT-INJECTED",
+                          "test_pods_see_exactly_the_gpus_they_request": "GPU-F12-DEVICE-NOT-INJECTED"},
+                         {"GPU-F12-DEVICE-NOT-INJECTED", "GPU-NUMA-NA"}),
+    # a crash-looping companion (GPU Feature Discovery, with the chart's labels) is not the plugin: all pass
+    "companion-crashloop": ({"test_plugin_pod_is_ready_and_not_crash_looping": None}, set()),
     "operator-not-ready": ({"test_gpu_operator_validation_passed_on_the_node": "ENV-OPERATOR-NOT-READY"}, set()),
 }
 
 
 # Exit codes other than 1 (a check failed): skips alone certify nothing.
-EXIT = {"gpus-busy": 6}
-
-
-def bed(*args: str) -> None:
-    out = subprocess.run(["python3", str(ROOT / "localcluster" / "cluster.py"), *args], capture_output=True,
-                         text=True, timeout=600)
-    assert out.returncode == 0, f"cluster.py {' '.join(args)} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
+EXIT = {"gpus-busy": 6, "companion-crashloop": 0}
 
 
 def run_suite(tmp: Path, *extra: str) -> tuple[int, dict]:
@@ -127,11 +128,12 @@ def test_fault_is_detected_by_its_check_with_its_reason_code(fault, tmp_path):
         bed("fault-clear")
     by_check = {r["check"]: r for r in s["results"]}
     problems = []
-    for check, code in expected.items():
+    for check, code in expected.items():  # code None: the check must pass (a fault it must not mistake)
         r = by_check.get(check)
         got = r and r["reason"]
-        detected = got == code and r["outcome"] != "passed"
-        _matrix_rows.append(f"{fault:22} {check:64} {code:32} {'detected' if detected else 'MISSED: ' + str(got)}")
+        detected = (got == code and r["outcome"] != "passed") if code else bool(r) and r["outcome"] == "passed"
+        _matrix_rows.append(f"{fault:22} {check:64} {code or 'passes':32} "
+                            f"{('detected' if code else 'passed') if detected else 'MISSED: ' + str(got)}")
         if not detected:
             problems.append(f"{check}: expected {code}, got {r['outcome'] if r else 'not run'} {got} "
                             f"{r['message'] if r else ''}")

@@ -13,7 +13,7 @@ import subprocess
 import time
 
 import pytest
-from bedtools import KUBECONFIG, ROOT, STATE, get, kubectl
+from bedtools import KUBECONFIG, ROOT, STATE, bed_shape, get, kubectl, shapes
 
 NODE = "gpu-node-0"
 RES = "nvidia.com/gpu"
@@ -83,8 +83,10 @@ def test_gpu_node_is_ready_and_advertises_four_gpus():
 
 
 def test_plugin_pod_runs_and_kubelet_metric_and_configz_are_reachable_through_the_node_proxy():
-    pods = get("pods", "-n", "kube-system", "-l", "app.kubernetes.io/name=nvidia-device-plugin",
+    lay = shapes.LAYOUT_OBJECTS[bed_shape()[1]]
+    pods = get("pods", "-n", lay.namespace, "-l", ",".join(f"{k}={v}" for k, v in lay.labels.items()),
                "--field-selector", f"spec.nodeName={NODE}")["items"]
+    pods = [p for p in pods if "gpu-feature-discovery" not in p["metadata"]["name"]]
     assert [p["status"]["phase"] for p in pods] == ["Running"], "expected one Running plugin pod on the GPU node"
     metrics = kubectl("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/metrics")
     line = [ln for ln in metrics.splitlines()

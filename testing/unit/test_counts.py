@@ -305,3 +305,91 @@ def test_mig_mixed_node_checked_as_plain_is_a_mig_mismatch_not_unregistered():
     findings = check_counts(node, expectation(node, cfg))
     assert [f.code for f in findings] == ["GPU-F09-MIG-MISMATCH"]
     assert "nvidia.com/mig-3g.20gb" in findings[0].message and "expected MIG strategy is none" in findings[0].message
+
+
+# ---------------------------------------------------------------- one config, every pool shape (preset nvidia)
+
+def nvidia_auto() -> dict:
+    return gconfig.load(None, {"preset": "nvidia"}, environ={}).data
+
+
+MIXED4 = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "4", "nvidia.com/mig.strategy": "mixed",
+         "nvidia.com/mig-3g.20gb.count": "4", "nvidia.com/mig-1g.5gb.count": "8"}
+
+
+@pytest.mark.parametrize("labels,capacity,resource,workload,unit,per_device", [
+    (GFD4, {"nvidia.com/gpu": "4"}, "nvidia.com/gpu", "nvidia.com/gpu", "gpu", 1),
+    (TS4, {"nvidia.com/gpu": "16"}, "nvidia.com/gpu", "nvidia.com/gpu", "replica", 4),
+    ({**TS4, "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}, {"nvidia.com/gpu.shared": "16"},
+     "nvidia.com/gpu.shared", "nvidia.com/gpu.shared", "replica", 4),
+    (MIXED4, {"nvidia.com/mig-3g.20gb": "4", "nvidia.com/mig-1g.5gb": "8"}, "nvidia.com/gpu",
+     "nvidia.com/mig-1g.5gb", "mig", 1),
+], ids=["plain", "time-slicing", "time-slicing-renamed", "mig-mixed"])
+def test_preset_nvidia_reads_each_pool_shape_from_the_nodes_own_labels(labels, capacity, resource, workload, unit,
+                                                                      per_device):
+    n = node(labels=labels, capacity=capacity)
+    exp = expectation(n, nvidia_auto())
+    assert (exp.resource, exp.workload_resource, exp.unit, exp.per_device) == (resource, workload, unit, per_device)
+    assert check_counts(n, exp) == [] and stale_resources(n, exp) == []
+
+
+def test_mig_mixed_node_registers_one_resource_and_socket_per_profile():
+    exp = expectation(node(labels=MIXED4), nvidia_auto())
+    assert exp.resources == ["nvidia.com/mig-1g.5gb", "nvidia.com/mig-3g.20gb"]
+    # NVIDIA/k8s-device-plugin internal/plugin/server.go: nvidia- + name after nvidia.com/ + .sock
+    assert exp.sockets() == ["nvidia-mig-1g.5gb.sock", "nvidia-mig-3g.20gb.sock"]
+    assert exp.sockets("custom.sock") == ["custom.sock"]
+    assert "MIG mixed" in exp.describe() and "nvidia.com/mig-1g.5gb=8" in exp.describe()
+
+
+def test_mig_profile_names_with_dots_and_compute_instances_are_counted():
+    labels = {"nvidia.com/gpu.count": "1", "nvidia.com/mig.strategy": "mixed", "nvidia.com/mig-1g.10gb.me.count": "1",
+              "nvidia.com/mig-1c.3g.20gb.count": "2", "nvidia.com/mig-1g.10gb.me.memory": "9856"}
+    exp = expectation(node(labels=labels), nvidia_auto())
+    assert exp.mig_profiles == {"nvidia.com/mig-1g.10gb.me": 1, "nvidia.com/mig-1c.3g.20gb": 2}
+
+
+def test_renamed_auto_follows_the_advertised_name_and_pinned_renamed_does_not():
+    n = node(labels=TS4, capacity={"nvidia.com/gpu": "16"})
+    pinned = gconfig.load(None, {"preset": "nvidia-time-slicing-renamed"}, environ={}).data
+    exp = expectation(n, pinned)
+    assert exp.resource == "nvidia.com/gpu.shared"
+    assert [f.code for f in check_counts(n, exp)] == ["GPU-F01-NOT-REGISTERED"]
+
+
+def test_plain_preset_pins_whole_gpus_so_a_sliced_node_is_a_finding():
+    n = node(labels=TS4, capacity={"nvidia.com/gpu": "16"})
+    exp = expectation(n, gconfig.load(None, {"preset": "nvidia-plain"}, environ={}).data)
+    assert [f.code for f in check_counts(n, exp)] == ["GPU-F04-OVERADVERTISED"]
+
+
+def intel(**over) -> dict:
+    return gconfig.load(None, {"preset": "intel-i915", **over}, environ={}).data
+
+
+INTEL_NODE = {"intel.feature.node.kubernetes.io/gpu": "true", "gpu.intel.com/device.count": "2"}
+
+
+def intel_plugin(*args: str) -> dict:
+    return {"metadata": {"name": "intel-gpu-plugin-x"}, "spec": {"containers": [
+        {"name": "intel-gpu-plugin", "args": list(args)}]}}
+
+
+def test_intel_counts_from_nfd_and_shared_dev_num_from_the_plugin_args():
+    n = node(labels=INTEL_NODE, capacity={"gpu.intel.com/i915": "20", "gpu.intel.com/i915_monitoring": "1"})
+    exp = expectation(n, intel(), [intel_plugin("-shared-dev-num=10", "-enable-monitoring")])
+    assert (exp.physical, exp.replicas, exp.advertised) == (2, 10, 20)
+    assert check_counts(n, exp) == [] and stale_resources(n, exp) == []  # the monitoring resource is not stale
+    exp2 = expectation(n, intel(), [intel_plugin("-shared-dev-num", "5")])
+    assert [f.code for f in check_counts(n, exp2)] == ["GPU-F04-OVERADVERTISED"]
+    exp3 = expectation(n, intel(), [])  # plugin not found: no sharing assumed
+    assert exp3.replicas == 1 and "gpu.intel.com/device.count=2" in exp3.source
+
+
+def test_amd_counts_from_the_node_labeller_device_id_labels():
+    labels = {"feature.node.kubernetes.io/amd-gpu": "true", "beta.amd.com/gpu.device-id.74a1": "8",
+              "amd.com/gpu.device-id.74a1": "8"}
+    n = node(labels=labels, capacity={"amd.com/gpu": "8"})
+    exp = expectation(n, gconfig.load(None, {"preset": "amd"}, environ={}).data)
+    assert exp.physical == 8 and check_counts(n, exp) == []
+    assert exp.sockets() == ["amd.com_gpu"]

@@ -1,0 +1,293 @@
+"""The shapes the real (kubelet) node of the test bed can take: a GPU pool profile and a plugin install layout.
+
+    GPUCONFORM_BED_PROFILE = plain | time-slicing | time-slicing-renamed | mig-mixed     (default plain)
+    GPUCONFORM_BED_LAYOUT  = helm | static | operator                                    (default helm)
+
+`make cluster-up` starts with them; `make bed PROFILE=... LAYOUT=...` (cluster.py bed PROFILE LAYOUT) switches a
+running bed. Each imitates what upstream ships, never what the suite expects (docs/vendors.md has the sources):
+
+- profiles: the simulated plugin's config uses NVIDIA's config-file keys (flags.migStrategy,
+  sharing.timeSlicing); the hardware description gets MIG devices for mig-mixed; the node gets the labels GPU
+  Feature Discovery writes for that shape (gpu.count, gpu.replicas, gpu.sharing-strategy, gpu.product with
+  -SHARED, mig.strategy, mig-<profile>.count).
+- layouts: the plugin DaemonSet with the namespace, name and pod labels of NVIDIA's Helm chart, static
+  manifest or GPU operator, each with its companion DaemonSets (GPU Feature Discovery carrying the chart's
+  labels; the operator's GFD), and the node labels that install has (NFD's pci-10de for Helm/static, the
+  operator's nvidia.com/gpu.present).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+
+import cluster as c
+
+PROFILES = ("plain", "time-slicing", "time-slicing-renamed", "mig-mixed")
+LAYOUTS = ("helm", "static", "operator")
+TS_REPLICAS = 4
+# Each simulated A100-40GB under mig-mixed: one 3g.20gb and two 1g.5gb instances (a valid A100-40GB partition).
+MIG_PER_GPU = (("3g.20gb", 2), ("1g.5gb", 9), ("1g.5gb", 10))  # (profile, GPU instance id)
+NFD_NVIDIA = "feature.node.kubernetes.io/pci-10de.present"
+OPERATOR_PRESENT = "nvidia.com/gpu.present"
+
+
+def current() -> tuple[str, str]:
+    """The bed's profile and layout: the state of a running bed, else the environment, else the defaults."""
+    st = c.read_state()
+    profile = st.get("profile") or os.environ.get("GPUCONFORM_BED_PROFILE") or "plain"
+    layout = st.get("layout") or os.environ.get("GPUCONFORM_BED_LAYOUT") or "helm"
+    check(profile, layout)
+    return profile, layout
+
+
+def check(profile: str, layout: str) -> None:
+    if profile not in PROFILES:
+        raise c.BedError(f"unknown bed profile {profile!r} (GPUCONFORM_BED_PROFILE / PROFILE=): one of {', '.join(PROFILES)}")
+    if layout not in LAYOUTS:
+        raise c.BedError(f"unknown bed layout {layout!r} (GPUCONFORM_BED_LAYOUT / LAYOUT=): one of {', '.join(LAYOUTS)}")
+
+
+# ---------------------------------------------------------------- profiles
+
+
+def mig_devices(gpu_index: int) -> list[dict]:
+    return [{"profile": p, "uuid": f"MIG-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{c.NODE_NAME}/gpu{gpu_index}/gi{gi}')}",
+             "gi": gi, "ci": 0} for p, gi in MIG_PER_GPU]
+
+
+def plugin_config(profile: str) -> dict:
+    """The simulated plugin's healthy config for a profile (NVIDIA config-file keys; no socketName: the plugin
+    derives upstream's socket name per resource)."""
+    cfg: dict = {"resourceName": c.RESOURCE}
+    if profile in ("time-slicing", "time-slicing-renamed"):
+        cfg["sharing"] = {"timeSlicing": {"renameByDefault": profile == "time-slicing-renamed",
+                                          "resources": [{"name": c.RESOURCE, "replicas": TS_REPLICAS}]}}
+    if profile == "mig-mixed":
+        cfg["flags"] = {"migStrategy": "mixed"}
+    return cfg
+
+
+def resources(profile: str) -> dict[str, int]:
+    """What the node must advertise (capacity = allocatable) in the healthy state of a profile."""
+    if profile == "time-slicing":
+        return {c.RESOURCE: c.GPUS * TS_REPLICAS}
+    if profile == "time-slicing-renamed":
+        return {f"{c.RESOURCE}.shared": c.GPUS * TS_REPLICAS}
+    if profile == "mig-mixed":
+        out: dict[str, int] = {}
+        for p, _ in MIG_PER_GPU:
+            out[f"nvidia.com/mig-{p}"] = out.get(f"nvidia.com/mig-{p}", 0) + c.GPUS
+        return out
+    return {c.RESOURCE: c.GPUS}
+
+
+def gfd_labels(profile: str, layout: str) -> dict[str, str]:
+    """The labels GPU Feature Discovery (and NFD / the operator) put on the node for this shape
+    (NVIDIA/k8s-device-plugin internal/lm/resource.go; docs/vendors.md)."""
+    labels = c.gfd_labels(c.GPUS)
+    labels.pop(OPERATOR_PRESENT, None)
+    labels[NFD_NVIDIA] = "true"
+    if layout == "operator":
+        labels[OPERATOR_PRESENT] = "true"
+    if profile in ("time-slicing", "time-slicing-renamed"):
+        labels.update({"nvidia.com/gpu.replicas": str(TS_REPLICAS), "nvidia.com/gpu.sharing-strategy": "time-slicing"})
+        if profile == "time-slicing":  # GFD marks the product -SHARED only when the resource keeps its name
+            labels["nvidia.com/gpu.product"] += "-SHARED"
+    if profile == "mig-mixed":
+        labels["nvidia.com/mig.strategy"] = "mixed"
+        for res, n in resources(profile).items():
+            labels[f"{res}.count"] = str(n)
+    return labels
+
+
+def stale_label_keys(keep: dict[str, str]) -> list[str]:
+    """GFD/NFD/operator label keys of other shapes to remove when switching (kubectl label KEY-)."""
+    every = {OPERATOR_PRESENT, NFD_NVIDIA, "nvidia.com/gpu.replicas", "nvidia.com/gpu.sharing-strategy",
+             "nvidia.com/mig.strategy", *(f"nvidia.com/mig-{p}.count" for p, _ in MIG_PER_GPU)}
+    return sorted(k for k in every if k not in keep)
+
+
+# ---------------------------------------------------------------- layouts
+
+
+@dataclass(frozen=True)
+class Layout:
+    namespace: str
+    daemonset: str
+    labels: dict[str, str]  # the plugin pods' labels (the DaemonSet selects on them)
+    companions: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (DaemonSet name, pod labels)
+
+
+# Names and labels as upstream ships them (docs/vendors.md gives the file of each).
+LAYOUT_OBJECTS: dict[str, Layout] = {
+    "helm": Layout("nvidia-device-plugin", "nvidia-device-plugin",
+                   {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/instance": "nvidia-device-plugin"},
+                   [("nvidia-device-plugin-gpu-feature-discovery",
+                     {"app.kubernetes.io/name": "nvidia-device-plugin",
+                      "app.kubernetes.io/instance": "nvidia-device-plugin",
+                      "app.kubernetes.io/component": "gpu-feature-discovery"})]),
+    "static": Layout("kube-system", "nvidia-device-plugin-daemonset", {"name": "nvidia-device-plugin-ds"}),
+    "operator": Layout("gpu-operator", "nvidia-device-plugin-daemonset", {"app": "nvidia-device-plugin-daemonset"},
+                       [("gpu-feature-discovery", {"app": "gpu-feature-discovery"})]),
+}
+
+BED_LABEL = {"app.kubernetes.io/part-of": "gpuconform-localcluster"}  # on the DaemonSet objects, not the pods
+GFD_CRASH = "gpu-feature-discovery: failed to get device info: simulated: NVML not initialised"
+
+
+def selector(layout: str) -> str:
+    return ",".join(f"{k}={v}" for k, v in LAYOUT_OBJECTS[layout].labels.items())
+
+
+def _affinity() -> dict:
+    # The chart's default nodeAffinity: any of NFD's NVIDIA PCI label or the operator's gpu.present
+    # (deployments/helm/nvidia-device-plugin/values.yaml); kwok nodes have no kubelet to register with.
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": key, "operator": "In", "values": ["true"]},
+                              {"key": "type", "operator": "NotIn", "values": ["kwok"]}]}
+        for key in (NFD_NVIDIA, OPERATOR_PRESENT)]}}}
+
+
+def plugin_objects(layout: str, config: dict, host_dir: str = c.DEVICE_PLUGIN_DIR) -> list[dict]:
+    """The plugin's ConfigMap and DaemonSet in the layout's namespace with its names and labels."""
+    lay = LAYOUT_OBJECTS[layout]
+    hp = lambda name, path: {"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}  # noqa: E731
+    objs: list[dict] = []
+    if lay.namespace != "kube-system":  # a privileged plugin needs a privileged namespace (as the chart's docs say)
+        objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": lay.namespace, "labels": {
+            "pod-security.kubernetes.io/enforce": "privileged"}}})
+    objs += [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": c.PLUGIN_CM, "namespace": lay.namespace,
+                                                               "labels": BED_LABEL},
+         "data": {"config.yaml": json.dumps(config, indent=1)}},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet",
+         "metadata": {"name": lay.daemonset, "namespace": lay.namespace, "labels": BED_LABEL},
+         "spec": {
+             "selector": {"matchLabels": lay.labels},
+             "updateStrategy": {"type": "RollingUpdate"},
+             "template": {
+                 "metadata": {"labels": lay.labels},
+                 "spec": {
+                     "priorityClassName": "system-node-critical",
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                     "affinity": _affinity(),
+                     "containers": [{
+                         "name": "nvidia-device-plugin-ctr", "image": c.IMAGES["plugin"],
+                         "imagePullPolicy": "IfNotPresent",
+                         "args": ["--config=/etc/gpu-sim/config.yaml"],
+                         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+                         "securityContext": {"privileged": True},
+                         "volumeMounts": [
+                             {"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"},
+                             {"name": "gpu-sim", "mountPath": str(c.GPU_SIM)},
+                             {"name": "config", "mountPath": "/etc/gpu-sim", "readOnly": True}]}],
+                     "volumes": [hp("device-plugin", host_dir), hp("gpu-sim", str(c.GPU_SIM)),
+                                 {"name": "config", "configMap": {"name": c.PLUGIN_CM}}],
+                 }}}},
+    ]
+    return objs
+
+
+def companion_objects(layout: str, crashing: bool = False) -> list[dict]:
+    """The layout's companion DaemonSets (GPU Feature Discovery): they carry the chart's labels but never mount
+    the device-plugins directory. `crashing` makes them exit at start (a companion crash-looping)."""
+    lay = LAYOUT_OBJECTS[layout]
+    restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    cmd = f"echo '{GFD_CRASH}' | tee /dev/termination-log; exit 1" if crashing else \
+        "echo labels written; exec sleep 2147483647"
+    return [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+             "metadata": {"name": name, "namespace": lay.namespace, "labels": BED_LABEL},
+             "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+                 "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
+                                     "seccompProfile": {"type": "RuntimeDefault"}},
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                 "affinity": _affinity(), "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "gpu-feature-discovery", "image": c.IMAGES["probe"],
+                                 "imagePullPolicy": "IfNotPresent", "command": ["sh", "-c", cmd],
+                                 "securityContext": restricted}]}}}}
+            for name, labels in lay.companions]
+
+
+def other_layout_objects(layout: str) -> list[tuple[str, str, str]]:
+    """(kind, namespace, name) of the plugin and companion objects of every other layout, to delete on a switch."""
+    out = []
+    for name, lay in LAYOUT_OBJECTS.items():
+        if name == layout:
+            continue
+        out.append(("daemonset", lay.namespace, lay.daemonset))
+        out.append(("configmap", lay.namespace, c.PLUGIN_CM))
+        out += [("daemonset", lay.namespace, n) for n, _ in lay.companions]
+    return [o for o in out if not (o[1] == LAYOUT_OBJECTS[layout].namespace and o[2] in
+                                   (LAYOUT_OBJECTS[layout].daemonset, c.PLUGIN_CM))]
+
+
+# ---------------------------------------------------------------- switching a running bed
+
+
+def plugin_pods(kubectl: c.Kubectl, layout: str) -> list[dict]:
+    lay = LAYOUT_OBJECTS[layout]
+    return [p for p in kubectl.json("get", "pods", "-n", lay.namespace, "-l", selector(layout))["items"]
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def restart_plugin(kubectl: c.Kubectl, config: dict | None = None, host_dir: str = c.DEVICE_PLUGIN_DIR) -> None:
+    """Applies the plugin (new config or host directory) and replaces its pod, waiting until the new one runs."""
+    profile, layout = current()
+    lay = LAYOUT_OBJECTS[layout]
+    kubectl.apply(*plugin_objects(layout, config or plugin_config(profile), host_dir))
+    kubectl("delete", "pod", "-n", lay.namespace, "-l", selector(layout), "--wait=true", "--grace-period=5")
+
+    def started() -> bool:
+        for p in plugin_pods(kubectl, layout):
+            for cs in p.get("status", {}).get("containerStatuses", []):
+                if cs.get("state", {}).get("running") or cs.get("restartCount", 0) > 0:
+                    return True
+        return False
+
+    c.wait_for("the plugin pod to start with its new config", started, 90, "kubelet")
+
+
+def _drop_gpu_resources(kubectl: c.Kubectl) -> None:
+    """Removes every nvidia.com/* resource from node status: what a node that never had this plugin config shows.
+    With the device checkpoint wiped and no plugin registered, the kubelet never writes them back."""
+    st = kubectl.json("get", "node", c.NODE_NAME)["status"]
+    patch = [{"op": "remove", "path": f"/status/{k}/{r.replace('/', '~1')}"}
+             for k in ("capacity", "allocatable") for r in st.get(k, {}) if r.startswith("nvidia.com/")]
+    if patch:
+        kubectl("patch", "node", c.NODE_NAME, "--subresource=status", "--type=json", "-p", json.dumps(patch))
+
+
+def switch(profile: str, layout: str) -> int:
+    """Turns the running bed's real node into `profile` with the plugin installed as `layout`."""
+    check(profile, layout)
+    if not c.pid_of("kube-apiserver") or not c.pid_of("kubelet"):
+        raise c.BedError("the local cluster is not running; run `make cluster-up` first")
+    bins = c.build(quiet=True)
+    kubectl, ip = c.Kubectl(bins), c.node_ip()
+    old_profile, old_layout = current()
+    for kind, ns, name in other_layout_objects(layout):
+        kubectl("delete", kind, "-n", ns, name, "--ignore-not-found", "--cascade=foreground", "--wait=true")
+    if profile != old_profile:
+        # A different resource set: stop the plugin, restart the kubelet with no device checkpoint and clear the
+        # old resources from node status, so no stale key of the previous shape is left (as on a re-imaged node).
+        lay = LAYOUT_OBJECTS[layout]
+        kubectl("delete", "daemonset", "-n", lay.namespace, lay.daemonset, "--ignore-not-found",
+                "--cascade=foreground", "--wait=true")
+        c.stop("kubelet")
+        (c.KUBELET_ROOT / "device-plugins" / "kubelet_internal_checkpoint").unlink(missing_ok=True)
+        c.write_hardware(profile=profile)
+        _drop_gpu_resources(kubectl)
+        c.write_state(profile=profile, layout=layout)
+        c.start_kubelet(bins, ip, kubectl, c.read_state().get("topology_policy", "single-numa-node"))
+    c.write_state(profile=profile, layout=layout)
+    c.write_hardware(profile=profile)
+    c.deploy_plugin(kubectl)
+    restart_plugin(kubectl)
+    c.wait_plugin_registered(kubectl)
+    c.say(f"bed is now profile {profile}, layout {layout} (was {old_profile}, {old_layout}): "
+          f"plugin {LAYOUT_OBJECTS[layout].daemonset} in {LAYOUT_OBJECTS[layout].namespace}, advertising "
+          + ", ".join(f"{r}={n}" for r, n in resources(profile).items()))
+    return 0
