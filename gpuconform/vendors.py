@@ -7,6 +7,7 @@ so one config covers plain, time-sliced and MIG pools and any of the documented 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 NVIDIA, AMD, INTEL = "nvidia", "amd", "intel"
@@ -16,11 +17,11 @@ def socket_name(vendor: str, resource: str) -> str:
     """The plugin's socket file in the kubelet's device-plugins directory for one resource.
 
     NVIDIA serves one socket per resource, "nvidia-" + the name after "nvidia.com/" + ".sock"
-    (NVIDIA/k8s-device-plugin internal/plugin/server.go): nvidia-gpu.sock, nvidia-gpu.shared.sock,
-    nvidia-mig-1g.10gb.sock. Intel's plugins name it "<resource namespace>-<device type>.sock"
-    (intel/intel-device-plugins-for-kubernetes pkg/deviceplugin/manager.go). AMD's uses the
-    Kubernetes device-plugin manager's "<resource namespace>_<name>" (ROCm/k8s-device-plugin
-    cmd/k8s-device-plugin/main.go with kubevirt's device-plugin manager)."""
+    (NVIDIA/k8s-device-plugin internal/plugin/server.go, getPluginSocketPath): nvidia-gpu.sock,
+    nvidia-gpu.shared.sock, nvidia-mig-1g.10gb.sock. Intel's plugins name it "<resource namespace>-<device
+    type>.sock" (intel/intel-device-plugins-for-kubernetes pkg/deviceplugin/server.go). AMD's plugin runs under
+    kubevirt's device-plugin manager, which names it "<resource namespace>_<name>" with no suffix
+    (ROCm/k8s-device-plugin vendor/github.com/kubevirt/device-plugin-manager/pkg/dpm/plugin.go)."""
     domain, _, name = resource.partition("/")
     if vendor == INTEL:
         return f"{domain}-{name}.sock"
@@ -44,14 +45,18 @@ LAYOUTS: tuple[Layout, ...] = (
            "NVIDIA/gpu-operator assets/state-device-plugin/0500_daemonset.yaml"),
     Layout("nvidia-static", NVIDIA, {"name": "nvidia-device-plugin-ds"},
            "NVIDIA/k8s-device-plugin deployments/static/nvidia-device-plugin.yml"),
-    # The chart puts the same name label on its GPU Feature Discovery and MPS control-daemon pods: those are
-    # told apart by COMPANION_MARKERS and by not mounting the device-plugins directory.
+    # The chart puts the same name and instance labels (and no component label) on its GPU Feature Discovery
+    # and MPS control-daemon pods: those are told apart by COMPANION_MARKERS (their DaemonSets are
+    # <fullname>-gpu-feature-discovery and <fullname>-mps-control-daemon) and by not mounting device-plugins.
     Layout("nvidia-helm", NVIDIA, {"app.kubernetes.io/name": "nvidia-device-plugin"},
            "NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin/templates/_helpers.tpl"),
     Layout("amd-helm", AMD, {"name": "amd-gpu-dp-ds"},
-           "ROCm/k8s-device-plugin helm/amd-gpu/templates/device-plugin.yaml"),
-    Layout("intel-operator", INTEL, {"app": "intel-gpu-plugin"},
-           "intel/intel-device-plugins-for-kubernetes deployments/gpu_plugin/base/intel-gpu-plugin.yaml"),
+           "ROCm/k8s-device-plugin helm/amd-gpu/templates/deviceplugin-daemonset.yaml"),
+    Layout("amd-static", AMD, {"name": "amdgpu-dp-ds"}, "ROCm/k8s-device-plugin k8s-ds-amdgpu-dp.yaml"),
+    # the same label from the kustomize deployment and from the operator (DaemonSet intel-gpu-plugin-<CR name>)
+    Layout("intel", INTEL, {"app": "intel-gpu-plugin"},
+           "intel/intel-device-plugins-for-kubernetes deployments/gpu_plugin/base/intel-gpu-plugin.yaml, "
+           "pkg/controllers/gpu/controller.go"),
 )
 
 # Pods that run next to a plugin, often with its labels, but are not the plugin: GPU Feature Discovery (and its
@@ -63,25 +68,33 @@ COMPANION_MARKERS: tuple[str, ...] = ("gpu-feature-discovery", "feature-discover
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 
 # Labels that mark a GPU node before (or without) any plugin registering. NVIDIA: `nvidia.com/gpu.present` is
-# set by the GPU operator only (NVIDIA/gpu-operator controllers/state_manager.go); standalone installs have NFD's
-# PCI label for vendor 0x10de (kubernetes-sigs/node-feature-discovery, the chart's nodeAffinity in
-# deployments/helm/nvidia-device-plugin/values.yaml). AMD: NFD rule feature.node.kubernetes.io/amd-gpu
-# (ROCm/k8s-device-plugin helm/amd-gpu/values.yaml). Intel: intel.feature.node.kubernetes.io/gpu
-# (intel-device-plugins-for-kubernetes deployments/nfd/overlays/node-feature-rules).
+# set by the GPU operator only, from NFD's PCI labels (NVIDIA/gpu-operator controllers/state_manager.go);
+# standalone installs have NFD's label for vendor 0x10de, by vendor or by class+vendor (the chart's nodeAffinity
+# in deployments/helm/nvidia-device-plugin/values.yaml). AMD: NFD's class+vendor label (ROCm/k8s-device-plugin
+# helm/amd-gpu/values.yaml) and the AMD GPU operator's amd-gpu rule. Intel: the NFD rule's
+# intel.feature.node.kubernetes.io/gpu (intel-device-plugins-for-kubernetes deployments/nfd/overlays/
+# node-feature-rules). A PCI vendor label alone is not used for Intel: most servers have Intel PCI devices.
 GPU_NODE_LABELS: dict[str, tuple[str, ...]] = {
-    NVIDIA: ("nvidia.com/gpu.present=true", "feature.node.kubernetes.io/pci-10de.present=true"),
-    AMD: ("feature.node.kubernetes.io/amd-gpu=true", "feature.node.kubernetes.io/pci-1002.present=true"),
-    INTEL: ("intel.feature.node.kubernetes.io/gpu=true", "feature.node.kubernetes.io/pci-8086.present=true"),
+    NVIDIA: ("nvidia.com/gpu.present=true", "feature.node.kubernetes.io/pci-10de.present=true",
+             "feature.node.kubernetes.io/pci-0300_10de.present=true",
+             "feature.node.kubernetes.io/pci-0302_10de.present=true"),
+    AMD: ("feature.node.kubernetes.io/amd-gpu=true", "feature.node.kubernetes.io/pci-0300_1002.present=true"),
+    INTEL: ("intel.feature.node.kubernetes.io/gpu=true",),
 }
 
 # Resource keys of the vendor's domain that are not GPUs and must never count as stale or over-advertised.
-# Intel's plugin with monitoring enabled adds one "<driver>_monitoring" resource with capacity 1 that grants
-# access to all GPUs for monitoring agents (intel-device-plugins-for-kubernetes cmd/gpu_plugin/gpu_plugin.go,
-# monitorType / "_monitoring").
+# Intel's plugin with monitoring enabled adds gpu.intel.com/monitoring (or, in the deprecated split mode,
+# <driver>_monitoring) with capacity 1, which grants all GPUs to monitoring agents (intel-device-plugins-for-
+# kubernetes cmd/gpu_plugin/gpu_plugin.go, monitorSuffix/monitorResource). Older releases' resource manager
+# advertised millicores, memory.max and tiles as resources; they are node labels now (upstream commit 281ca081).
 AUXILIARY_RESOURCES: dict[str, tuple[str, ...]] = {
     INTEL: ("gpu.intel.com/i915_monitoring", "gpu.intel.com/xe_monitoring", "gpu.intel.com/monitoring",
             "gpu.intel.com/millicores", "gpu.intel.com/memory.max", "gpu.intel.com/tiles"),
 }
+
+# AMD's plugin with -resource_naming_strategy=mixed advertises partitioned GPUs as amd.com/<compute>_<memory>,
+# e.g. amd.com/cpx_nps4 (ROCm/k8s-device-plugin internal/pkg/amdgpu/amdgpu.go).
+_AMD_PARTITION = re.compile(r"^amd\.com/[a-z]px_nps\d+$")
 
 
 def is_gpu_resource(vendor: str, key: str) -> bool:
@@ -91,5 +104,5 @@ def is_gpu_resource(vendor: str, key: str) -> bool:
     if vendor == NVIDIA:
         return key == "nvidia.com/gpu" or key.startswith(("nvidia.com/gpu.", "nvidia.com/mig-"))
     if vendor == AMD:
-        return key.startswith("amd.com/") and key.split("/", 1)[1].startswith("gpu")
+        return key == "amd.com/gpu" or bool(_AMD_PARTITION.match(key))
     return key in ("gpu.intel.com/i915", "gpu.intel.com/xe")

@@ -195,6 +195,8 @@ class Kubectl:
                   check=check, input=input).stdout
 
     def apply(self, *objs: dict) -> None:
+        if not objs:
+            return
         self("apply", "--server-side", "--force-conflicts", "-f", "-",
              input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
 

@@ -206,8 +206,7 @@ def apply(name: str) -> int:
     if f.companion_crash:
         kubectl.apply(*shapes.companion_objects(shapes.current()[1], crashing=True))
         c.wait_for("the GPU Feature Discovery pod to crash-loop", lambda: any(
-            cs.get("restartCount", 0) > 0 for p in kubectl.json("get", "pods", "-A", "-l",
-                                                                "app.kubernetes.io/component=gpu-feature-discovery")["items"]
+            cs.get("restartCount", 0) > 0 for p in shapes.companion_pods(kubectl, shapes.current()[1])
             for cs in p.get("status", {}).get("containerStatuses", [])), 90, "kubelet")
     if f.hardware_numa is not None:
         c.write_hardware(numa=f.hardware_numa)

@@ -125,10 +125,10 @@ class Layout:
 LAYOUT_OBJECTS: dict[str, Layout] = {
     "helm": Layout("nvidia-device-plugin", "nvidia-device-plugin",
                    {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/instance": "nvidia-device-plugin"},
+                   # the chart's GFD DaemonSet selects on the very same labels as the plugin's
                    [("nvidia-device-plugin-gpu-feature-discovery",
                      {"app.kubernetes.io/name": "nvidia-device-plugin",
-                      "app.kubernetes.io/instance": "nvidia-device-plugin",
-                      "app.kubernetes.io/component": "gpu-feature-discovery"})]),
+                      "app.kubernetes.io/instance": "nvidia-device-plugin"})]),
     "static": Layout("kube-system", "nvidia-device-plugin-daemonset", {"name": "nvidia-device-plugin-ds"}),
     "operator": Layout("gpu-operator", "nvidia-device-plugin-daemonset", {"app": "nvidia-device-plugin-daemonset"},
                        [("gpu-feature-discovery", {"app": "gpu-feature-discovery"})]),
@@ -227,10 +227,22 @@ def other_layout_objects(layout: str) -> list[tuple[str, str, str]]:
 # ---------------------------------------------------------------- switching a running bed
 
 
+def _owned_by(p: dict, daemonset: str) -> bool:
+    return any(r.get("kind") == "DaemonSet" and r.get("name") == daemonset for r in p["metadata"].get("ownerReferences") or [])
+
+
 def plugin_pods(kubectl: c.Kubectl, layout: str) -> list[dict]:
+    """The plugin DaemonSet's pods (by owner: the Helm chart's GFD pods carry the very same labels)."""
     lay = LAYOUT_OBJECTS[layout]
     return [p for p in kubectl.json("get", "pods", "-n", lay.namespace, "-l", selector(layout))["items"]
-            if not p["metadata"].get("deletionTimestamp")]
+            if not p["metadata"].get("deletionTimestamp") and _owned_by(p, lay.daemonset)]
+
+
+def companion_pods(kubectl: c.Kubectl, layout: str) -> list[dict]:
+    lay = LAYOUT_OBJECTS[layout]
+    names = {n for n, _ in lay.companions}
+    return [p for p in kubectl.json("get", "pods", "-n", lay.namespace)["items"]
+            if not p["metadata"].get("deletionTimestamp") and any(_owned_by(p, n) for n in names)]
 
 
 def restart_plugin(kubectl: c.Kubectl, config: dict | None = None, host_dir: str = c.DEVICE_PLUGIN_DIR) -> None:
@@ -287,6 +299,7 @@ def switch(profile: str, layout: str) -> int:
     c.deploy_plugin(kubectl)
     restart_plugin(kubectl)
     c.wait_plugin_registered(kubectl)
+    c.deploy_operator(kubectl)  # the validator follows the node's GPU labels, which differ per layout
     c.say(f"bed is now profile {profile}, layout {layout} (was {old_profile}, {old_layout}): "
           f"plugin {LAYOUT_OBJECTS[layout].daemonset} in {LAYOUT_OBJECTS[layout].namespace}, advertising "
           + ", ".join(f"{r}={n}" for r, n in resources(profile).items()))

@@ -86,7 +86,7 @@ def test_plugin_pod_runs_and_kubelet_metric_and_configz_are_reachable_through_th
     lay = shapes.LAYOUT_OBJECTS[bed_shape()[1]]
     pods = get("pods", "-n", lay.namespace, "-l", ",".join(f"{k}={v}" for k, v in lay.labels.items()),
                "--field-selector", f"spec.nodeName={NODE}")["items"]
-    pods = [p for p in pods if "gpu-feature-discovery" not in p["metadata"]["name"]]
+    pods = [p for p in pods if (p["metadata"].get("ownerReferences") or [{}])[0].get("name") == lay.daemonset]
     assert [p["status"]["phase"] for p in pods] == ["Running"], "expected one Running plugin pod on the GPU node"
     metrics = kubectl("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/metrics")
     line = [ln for ln in metrics.splitlines()

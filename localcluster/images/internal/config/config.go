@@ -21,10 +21,32 @@ const DefaultPath = "/etc/gpu-sim/config.yaml"
 
 // Defaults.
 const (
-	DefaultResourceName     = "nvidia.com/gpu"
+	DefaultResourceName = "nvidia.com/gpu"
+	// DefaultSocketName is the socket derived for DefaultResourceName (see SocketNameFor).
 	DefaultSocketName       = "nvidia-gpu.sock"
 	DefaultDevicePluginPath = "/var/lib/kubelet/device-plugins/"
 )
+
+// Version is the only accepted value of the optional "version" key, as in upstream
+// NVIDIA/k8s-device-plugin api/config/v1/config.go (Version = "v1", "unknown version" otherwise).
+const Version = "v1"
+
+// MIG strategies, the values of flags.migStrategy (upstream api/config/v1/consts.go,
+// validated like cmd/nvidia-device-plugin/main.go: "unknown MIG strategy").
+const (
+	MigStrategyNone   = "none"
+	MigStrategySingle = "single"
+	MigStrategyMixed  = "mixed"
+)
+
+// ResourceNamePrefix is prepended to a time-slicing resource name without a domain, and is the
+// domain of the per-profile MIG resources (upstream api/config/v1/consts.go ResourceNamePrefix,
+// api/config/v1/resources.go NewResourceName).
+const ResourceNamePrefix = "nvidia.com"
+
+// SharedSuffix is appended to a replicated resource's name with renameByDefault (upstream
+// api/config/v1/consts.go DefaultSharedResourceNameSuffix, resources.go DefaultSharedRename).
+const SharedSuffix = ".shared"
 
 // Config is the plugin configuration.
 type Config struct {
@@ -36,8 +58,84 @@ type Config struct {
 	DevicePluginPath string `json:"devicePluginPath"`
 	// DriverVersion, when non-empty, replaces hardware.json's driverVersion in what is injected.
 	DriverVersion string `json:"driverVersion"`
+	// Version, when given, must be "v1" (upstream api/config/v1/config.go).
+	Version string `json:"version"`
+	// Flags holds upstream's flags.* settings that the simulation honours.
+	Flags Flags `json:"flags"`
+	// Sharing holds upstream's sharing.* settings (time-slicing only).
+	Sharing Sharing `json:"sharing"`
 	// Faults are the injectable failure modes.
 	Faults Faults `json:"faults"`
+}
+
+// Flags mirrors the part of upstream's api/config/v1/flags.go CommandLineFlags that is simulated.
+type Flags struct {
+	// MigStrategy is none (default), single or mixed (upstream flags.go "migStrategy").
+	MigStrategy string `json:"migStrategy"`
+}
+
+// Sharing mirrors upstream's api/config/v1/sharing.go Sharing (MPS is not simulated).
+type Sharing struct {
+	// TimeSlicing replicates devices (upstream sharing.go "timeSlicing").
+	TimeSlicing *TimeSlicing `json:"timeSlicing"`
+}
+
+// TimeSlicing mirrors upstream's api/config/v1/replicas.go ReplicatedResources.
+type TimeSlicing struct {
+	// RenameByDefault advertises each replicated resource as <name>.shared.
+	RenameByDefault bool `json:"renameByDefault"`
+	// FailRequestsGreaterThanOne rejects an Allocate of more than one replica per container
+	// (upstream internal/rm/rm.go ValidateRequest). Off unless set, as upstream for time-slicing.
+	FailRequestsGreaterThanOne bool `json:"failRequestsGreaterThanOne"`
+	// Resources lists the resources to replicate; at least one (upstream: "no resources specified").
+	Resources []ReplicatedResource `json:"resources"`
+}
+
+// ReplicatedResource mirrors upstream's api/config/v1/replicas.go ReplicatedResource.
+type ReplicatedResource struct {
+	// Name is the resource to replicate; without a domain it gets "nvidia.com/" (upstream
+	// resources.go NewResourceName).
+	Name string `json:"name"`
+	// Replicas per device, >= 2 (upstream replicas.go: "number of replicas must be >= 2").
+	Replicas int `json:"replicas"`
+	// Devices, when given, must be "all": upstream's cmd/nvidia-device-plugin/main.go calls
+	// DisableResourceNamingInConfig (api/config/v1/config.go), which replicates all devices anyway.
+	Devices string `json:"devices"`
+}
+
+// Replicated returns the time-slicing entry for the resource name, if any.
+func (c Config) Replicated(name string) (ReplicatedResource, bool) {
+	if c.Sharing.TimeSlicing != nil {
+		for _, r := range c.Sharing.TimeSlicing.Resources {
+			if r.Name == name {
+				return r, true
+			}
+		}
+	}
+	return ReplicatedResource{}, false
+}
+
+// SharedName is the name a replicated resource is advertised under: name + ".shared" with
+// renameByDefault (upstream replicas.go ReplicatedResources.UnmarshalJSON), else name.
+func (c Config) SharedName(name string) string {
+	if c.Sharing.TimeSlicing != nil && c.Sharing.TimeSlicing.RenameByDefault {
+		return name + SharedSuffix
+	}
+	return name
+}
+
+// SocketNameFor is the socket file name for a resource: socketName when set explicitly and the
+// resource is resourceName, else upstream's derivation "nvidia-" + the part after the domain +
+// ".sock" (upstream internal/plugin/server.go getPluginSocketPath).
+func (c Config) SocketNameFor(resource string) string {
+	if c.SocketName != "" && resource == c.ResourceName {
+		return c.SocketName
+	}
+	_, name, ok := strings.Cut(resource, "/")
+	if !ok {
+		name = resource
+	}
+	return "nvidia-" + name + ".sock"
 }
 
 // Faults are the failure modes the plugin can be told to simulate.
@@ -69,8 +167,8 @@ type Faults struct {
 func Default() Config {
 	return Config{
 		ResourceName:     DefaultResourceName,
-		SocketName:       DefaultSocketName,
 		DevicePluginPath: DefaultDevicePluginPath,
+		Flags:            Flags{MigStrategy: MigStrategyNone},
 	}
 }
 
@@ -107,11 +205,6 @@ func decodeStrict(data []byte, c *Config) error {
 		if err := checkKeys("", top, reflect.TypeOf(Config{})); err != nil {
 			return err
 		}
-		if faults, ok := top["faults"].(map[string]any); ok {
-			if err := checkKeys("faults.", faults, reflect.TypeOf(Faults{})); err != nil {
-				return err
-			}
-		}
 	default:
 		return fmt.Errorf("want a mapping of settings at the top level, got %s", strings.TrimSpace(string(j)))
 	}
@@ -127,24 +220,54 @@ func decodeStrict(data []byte, c *Config) error {
 	return nil
 }
 
-// checkKeys rejects keys of m that are not JSON field names of struct type t.
+// checkKeys rejects keys of m that are not JSON field names of struct type t, and recurses into
+// values that are mappings of struct fields (or lists of them: "<key>[<i>].").
 func checkKeys(prefix string, m map[string]any, t reflect.Type) error {
-	known := map[string]bool{}
+	known := map[string]reflect.Type{}
 	var names []string
 	for i := 0; i < t.NumField(); i++ {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		known[name] = true
+		known[name] = t.Field(i).Type
 		names = append(names, prefix+name)
 	}
 	var unknown []string
 	for k := range m {
-		if !known[k] {
+		if _, ok := known[k]; !ok {
 			unknown = append(unknown, fmt.Sprintf("%q", prefix+k))
 		}
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
 		return fmt.Errorf("unknown key %s (valid keys: %s)", strings.Join(unknown, ", "), strings.Join(names, ", "))
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ft := known[k]
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch v := m[k].(type) {
+		case map[string]any:
+			if ft.Kind() == reflect.Struct {
+				if err := checkKeys(prefix+k+".", v, ft); err != nil {
+					return err
+				}
+			}
+		case []any:
+			if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
+				for i, e := range v {
+					if em, ok := e.(map[string]any); ok {
+						if err := checkKeys(fmt.Sprintf("%s%s[%d].", prefix, k, i), em, ft.Elem()); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -165,13 +288,14 @@ func Load(path string) (Config, error) {
 	return c, nil
 }
 
-// Validate checks field values; empty strings for the three paths/names fall back to defaults.
+// Validate checks field values; empty resourceName, devicePluginPath and flags.migStrategy fall
+// back to defaults (an empty socketName means "derive it from the resource name").
 func (c *Config) Validate() error {
 	if c.ResourceName == "" {
 		c.ResourceName = DefaultResourceName
 	}
-	if c.SocketName == "" {
-		c.SocketName = DefaultSocketName
+	if c.Flags.MigStrategy == "" {
+		c.Flags.MigStrategy = MigStrategyNone
 	}
 	if c.DevicePluginPath == "" {
 		c.DevicePluginPath = DefaultDevicePluginPath
@@ -180,8 +304,46 @@ func (c *Config) Validate() error {
 	if !ok || domain == "" || name == "" || strings.Contains(name, "/") {
 		return fmt.Errorf("resourceName %q: want <domain>/<name>", c.ResourceName)
 	}
-	if strings.Contains(c.SocketName, "/") || c.SocketName == "kubelet.sock" || c.SocketName == "." || c.SocketName == ".." {
+	if c.SocketName != "" && (strings.Contains(c.SocketName, "/") || c.SocketName == "kubelet.sock" || c.SocketName == "." || c.SocketName == "..") {
 		return fmt.Errorf("socketName %q: want a plain file name other than kubelet.sock", c.SocketName)
+	}
+	if c.Version != "" && c.Version != Version {
+		return fmt.Errorf("version %q: unknown version (want %q)", c.Version, Version)
+	}
+	switch c.Flags.MigStrategy {
+	case MigStrategyNone, MigStrategySingle, MigStrategyMixed:
+	default:
+		return fmt.Errorf("flags.migStrategy %q: unknown MIG strategy (want none, single or mixed)", c.Flags.MigStrategy)
+	}
+	if ts := c.Sharing.TimeSlicing; ts != nil {
+		if len(ts.Resources) == 0 {
+			return fmt.Errorf("sharing.timeSlicing.resources: no resources specified")
+		}
+		seen := map[string]bool{}
+		for i := range ts.Resources {
+			r := &ts.Resources[i]
+			key := fmt.Sprintf("sharing.timeSlicing.resources[%d]", i)
+			if r.Name == "" {
+				return fmt.Errorf("%s.name: no resource name specified", key)
+			}
+			if !strings.Contains(r.Name, "/") {
+				r.Name = ResourceNamePrefix + "/" + r.Name
+			}
+			domain, name, _ := strings.Cut(r.Name, "/")
+			if domain == "" || name == "" || strings.Contains(name, "/") {
+				return fmt.Errorf("%s.name %q: want <name> or <domain>/<name>", key, r.Name)
+			}
+			if seen[r.Name] {
+				return fmt.Errorf("%s.name %q: listed twice", key, r.Name)
+			}
+			seen[r.Name] = true
+			if r.Replicas < 2 {
+				return fmt.Errorf("%s.replicas %d: number of replicas must be >= 2", key, r.Replicas)
+			}
+			if r.Devices != "" && r.Devices != "all" {
+				return fmt.Errorf("%s.devices %q: only \"all\" is supported (upstream replicates all devices)", key, r.Devices)
+			}
+		}
 	}
 	if !strings.HasPrefix(c.DevicePluginPath, "/") {
 		return fmt.Errorf("devicePluginPath %q: want an absolute path", c.DevicePluginPath)

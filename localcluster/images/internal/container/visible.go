@@ -1,5 +1,6 @@
 // Package container finds the simulated GPUs injected into the current container: the device
-// info files mounted under /run/gpu-sim whose /dev/nvidia<minor> node also exists. Both lookups
+// info files mounted under /run/gpu-sim whose /dev/nvidia<minor> node also exists (for a MIG
+// device's file, the parent GPU's node). Both lookups
 // are prefixed with $GPU_SIM_CONTAINER_ROOT (default "/") so they can be tested outside a container.
 package container
 
@@ -45,20 +46,35 @@ func Visible(root string) (devs []hw.DeviceInfo, warnings []string) {
 			warnings = append(warnings, fmt.Sprintf("%s: %v", path, err))
 			continue
 		}
-		if seen[d.UUID] {
+		if seen[d.DeviceUUID()] {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(root, hw.ContainerDevPath(d.Minor))); err != nil {
 			continue // info mounted but no device node: not usable
 		}
-		seen[d.UUID] = true
+		seen[d.DeviceUUID()] = true
 		devs = append(devs, *d)
 	}
+	// By index; a GPU's whole-GPU file before its MIG devices, those by GPU instance, compute
+	// instance and UUID.
 	sort.SliceStable(devs, func(i, j int) bool {
-		if devs[i].Index != devs[j].Index {
-			return devs[i].Index < devs[j].Index
+		a, b := devs[i], devs[j]
+		if a.Index != b.Index {
+			return a.Index < b.Index
 		}
-		return devs[i].UUID < devs[j].UUID
+		if a.UUID != b.UUID {
+			return a.UUID < b.UUID
+		}
+		if (a.MIG == nil) != (b.MIG == nil) {
+			return a.MIG == nil
+		}
+		if a.MIG != nil && (a.MIG.GI != b.MIG.GI || a.MIG.CI != b.MIG.CI) {
+			if a.MIG.GI != b.MIG.GI {
+				return a.MIG.GI < b.MIG.GI
+			}
+			return a.MIG.CI < b.MIG.CI
+		}
+		return a.DeviceUUID() < b.DeviceUUID()
 	})
 	return devs, warnings
 }

@@ -56,3 +56,18 @@ func TestRoot(t *testing.T) {
 		t.Fatal(Root())
 	}
 }
+
+func TestVisibleMIG(t *testing.T) {
+	root := t.TempDir()
+	mig := func(uuid string, gi int) string {
+		return string(hw.MarshalDeviceInfo(hw.DeviceInfo{GPU: hw.GPU{Index: 1, UUID: "GPU-p", Minor: 1}, DriverVersion: "550.54.15", MIG: &hw.MIGDevice{Profile: "1g.5gb", UUID: uuid, GI: gi}}))
+	}
+	write(t, filepath.Join(root, "run/gpu-sim/MIG-b.json"), mig("MIG-b", 7))
+	write(t, filepath.Join(root, "run/gpu-sim/MIG-a.json"), mig("MIG-a", 9))
+	write(t, filepath.Join(root, "run/gpu-sim/GPU-z.json"), info(0, 0, "GPU-z")) // no /dev/nvidia0
+	write(t, filepath.Join(root, "dev/nvidia1"), "")
+	devs, _ := Visible(root)
+	if len(devs) != 2 || devs[0].DeviceUUID() != "MIG-b" || devs[1].DeviceUUID() != "MIG-a" {
+		t.Fatalf("devices %+v", devs)
+	}
+}

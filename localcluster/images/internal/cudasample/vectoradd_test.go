@@ -37,3 +37,11 @@ func TestVectorAdd(t *testing.T) {
 		}
 	}
 }
+
+func TestVectorAddMIG(t *testing.T) {
+	d := dev("550.54.15")
+	d.MIG = &hw.MIGDevice{Profile: "1g.5gb", UUID: "MIG-x"}
+	if out, errOut, code := VectorAdd([]hw.DeviceInfo{d}); out != Success || errOut != "" || code != 0 {
+		t.Fatalf("got (%q, %q, %d)", out, errOut, code)
+	}
+}

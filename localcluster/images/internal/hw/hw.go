@@ -55,6 +55,17 @@ type GPU struct {
 	NUMANode       int    `json:"numaNode"`
 	MemoryTotalMiB int    `json:"memoryTotalMiB"`
 	Minor          int    `json:"minor"`
+	// MIGDevices, when non-empty, puts the GPU in MIG mode with these devices (optional).
+	MIGDevices []MIGDevice `json:"migDevices,omitempty"`
+}
+
+// MIGDevice is one MIG device of a GPU in MIG mode: its profile (e.g. "1g.5gb"), its UUID
+// ("MIG-..."), and its GPU instance and compute instance IDs.
+type MIGDevice struct {
+	Profile string `json:"profile"`
+	UUID    string `json:"uuid"`
+	GI      int    `json:"gi"`
+	CI      int    `json:"ci"`
 }
 
 // Hardware is the content of hardware.json.
@@ -89,6 +100,21 @@ func Parse(data []byte) (*Hardware, error) {
 		}
 		seenIdx[g.Index], seenUUID[g.UUID], seenMinor[g.Minor] = true, true, true
 	}
+	for _, g := range h.GPUs {
+		for _, m := range g.MIGDevices {
+			switch {
+			case !strings.HasPrefix(m.UUID, "MIG-"):
+				return nil, fmt.Errorf("parse hardware: gpu index %d: mig uuid %q does not start with MIG-", g.Index, m.UUID)
+			case strings.TrimSpace(m.Profile) == "":
+				return nil, fmt.Errorf("parse hardware: gpu index %d: mig %s has no profile", g.Index, m.UUID)
+			case m.GI < 0 || m.CI < 0:
+				return nil, fmt.Errorf("parse hardware: gpu index %d: mig %s: negative gi or ci", g.Index, m.UUID)
+			case seenUUID[m.UUID]:
+				return nil, fmt.Errorf("parse hardware: duplicate mig uuid %s", m.UUID)
+			}
+			seenUUID[m.UUID] = true
+		}
+	}
 	sort.Slice(h.GPUs, func(i, j int) bool { return h.GPUs[i].Index < h.GPUs[j].Index })
 	return &h, nil
 }
@@ -107,11 +133,22 @@ func Load(path string) (*Hardware, error) {
 }
 
 // DeviceInfo is the per-device file the plugin writes to <root>/run/<uuid>.json and mounts at
-// /run/gpu-sim/<uuid>.json: the GPU's hardware entry plus the effective driver and CUDA versions.
+// /run/gpu-sim/<uuid>.json: the GPU's hardware entry (without migDevices) plus the effective
+// driver and CUDA versions. For a MIG device the file is named after the MIG UUID, the GPU
+// fields are the parent GPU's and MIG is set.
 type DeviceInfo struct {
 	GPU
-	DriverVersion string `json:"driverVersion"`
-	CUDAVersion   string `json:"cudaVersion"`
+	DriverVersion string     `json:"driverVersion"`
+	CUDAVersion   string     `json:"cudaVersion"`
+	MIG           *MIGDevice `json:"mig,omitempty"`
+}
+
+// DeviceUUID is the UUID the info file stands for: the MIG UUID for a MIG device, else the GPU's.
+func (d DeviceInfo) DeviceUUID() string {
+	if d.MIG != nil {
+		return d.MIG.UUID
+	}
+	return d.UUID
 }
 
 // ParseDeviceInfo decodes one device info file.

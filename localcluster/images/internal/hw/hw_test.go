@@ -1,6 +1,7 @@
 package hw
 
 import (
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -58,7 +59,7 @@ func TestDeviceInfoRoundTrip(t *testing.T) {
 		t.Fatalf("got:\n%s", b)
 	}
 	back, err := ParseDeviceInfo(b)
-	if err != nil || *back != d {
+	if err != nil || !reflect.DeepEqual(*back, d) {
 		t.Fatalf("round trip: %+v, %v", back, err)
 	}
 	if _, err := ParseDeviceInfo([]byte(`{"index":0}`)); err == nil {
@@ -120,5 +121,27 @@ func TestPaths(t *testing.T) {
 	t.Setenv("GPU_SIM_ROOT", "/tmp/x")
 	if Root() != "/tmp/x" || !strings.HasSuffix(HardwarePath(Root()), "/tmp/x/hardware.json") {
 		t.Error("root override")
+	}
+}
+
+func TestParseMIG(t *testing.T) {
+	h, err := Parse([]byte(`{"gpus":[{"index":0,"uuid":"GPU-a","minor":0,"migDevices":[{"profile":"1g.5gb","uuid":"MIG-x","gi":7,"ci":0}]},{"index":1,"uuid":"GPU-b","minor":1}]}`))
+	if err != nil || len(h.GPUs[0].MIGDevices) != 1 || h.GPUs[0].MIGDevices[0] != (MIGDevice{Profile: "1g.5gb", UUID: "MIG-x", GI: 7}) || h.GPUs[1].MIGDevices != nil {
+		t.Fatalf("%+v, %v", h, err)
+	}
+	for name, doc := range map[string]string{
+		"bad mig uuid":  `{"gpus":[{"index":0,"uuid":"GPU-a","minor":0,"migDevices":[{"profile":"1g.5gb","uuid":"GPU-x"}]}]}`,
+		"no profile":    `{"gpus":[{"index":0,"uuid":"GPU-a","minor":0,"migDevices":[{"profile":" ","uuid":"MIG-x"}]}]}`,
+		"duplicate mig": `{"gpus":[{"index":0,"uuid":"GPU-a","minor":0,"migDevices":[{"profile":"1g.5gb","uuid":"MIG-x"},{"profile":"1g.5gb","uuid":"MIG-x","gi":8}]}]}`,
+		"negative gi":   `{"gpus":[{"index":0,"uuid":"GPU-a","minor":0,"migDevices":[{"profile":"1g.5gb","uuid":"MIG-x","gi":-1}]}]}`,
+	} {
+		if _, err := Parse([]byte(doc)); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	d := DeviceInfo{GPU: GPU{UUID: "GPU-a"}, MIG: &MIGDevice{Profile: "1g.5gb", UUID: "MIG-x", GI: 7}}
+	back, err := ParseDeviceInfo(MarshalDeviceInfo(d))
+	if err != nil || !reflect.DeepEqual(*back, d) || back.DeviceUUID() != "MIG-x" || (DeviceInfo{GPU: GPU{UUID: "GPU-a"}}).DeviceUUID() != "GPU-a" {
+		t.Fatalf("mig info round trip: %+v, %v", back, err)
 	}
 }

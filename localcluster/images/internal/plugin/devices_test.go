@@ -26,7 +26,7 @@ func TestInventory(t *testing.T) {
 	cfg.Faults.ExtraDevices = 2
 	cfg.Faults.UnhealthyDevices = []int{1, 5}
 	cfg.Faults.NUMAOverride = map[int]int{0: 1, 3: -1}
-	inv := NewInventory(fourGPUs(), cfg, "/sim")
+	inv := mustInventory(t, fourGPUs(), cfg, "/sim").Primary
 	p0, p1 := hw.PhantomUUID(0), hw.PhantomUUID(1)
 	got := inv.PluginDevices()
 	topo := func(n int64) *pluginapi.TopologyInfo {
@@ -48,7 +48,7 @@ func TestInventory(t *testing.T) {
 			t.Errorf("device %d: got %v, want %v", i, got[i], want[i])
 		}
 	}
-	infos := inv.DeviceInfos()
+	infos := mustInventory(t, fourGPUs(), cfg, "/sim").DeviceInfos()
 	if len(infos) != 4 || infos[0].DriverVersion != "470.82.01" || infos[0].CUDAVersion != "12.4" || infos[3].Minor != 13 {
 		t.Fatalf("infos %+v", infos)
 	}
@@ -57,7 +57,7 @@ func TestInventory(t *testing.T) {
 func TestContainerAllocate(t *testing.T) {
 	cfg := config.Default()
 	cfg.Faults.ExtraDevices = 1
-	inv := NewInventory(fourGPUs(), cfg, "/var/lib/gpu-sim")
+	inv := mustInventory(t, fourGPUs(), cfg, "/var/lib/gpu-sim").Primary
 	ph := hw.PhantomUUID(0)
 	r, err := inv.ContainerAllocate([]string{"GPU-b2", ph, "GPU-a0"}, false, nil)
 	if err != nil {
@@ -108,7 +108,7 @@ func TestContainerAllocate(t *testing.T) {
 }
 
 func TestPreferred(t *testing.T) {
-	inv := NewInventory(fourGPUs(), config.Default(), "/sim")
+	inv := mustInventory(t, fourGPUs(), config.Default(), "/sim").Primary
 	all := []string{"GPU-b3", "GPU-a1", "GPU-b2", "GPU-a0"}
 	cases := []struct {
 		name        string
@@ -134,8 +134,20 @@ func TestPreferred(t *testing.T) {
 	// Without topology information the choice is by index alone.
 	cfg := config.Default()
 	cfg.Faults.NUMAOverride = map[int]int{0: -1, 1: -1, 2: -1, 3: -1}
-	inv = NewInventory(fourGPUs(), cfg, "/sim")
+	inv = mustInventory(t, fourGPUs(), cfg, "/sim").Primary
 	if got := inv.Preferred(all, []string{"GPU-b3"}, 2); !reflect.DeepEqual(got, []string{"GPU-b3", "GPU-a0"}) {
 		t.Errorf("no topology: got %v", got)
 	}
+}
+
+func mustInventory(t *testing.T, h *hw.Hardware, cfg config.Config, root string) *Inventory {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := NewInventory(h, cfg, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
 }

@@ -42,10 +42,9 @@ type Options struct {
 	KubeletPoll time.Duration
 }
 
-// Plugin is the device plugin. Create it with New and run it with Run.
+// Plugin is the device plugin: one gRPC server, socket and registration per resource, as upstream
+// (NVIDIA/k8s-device-plugin internal/plugin/server.go). Create it with New and run it with Run.
 type Plugin struct {
-	pluginapi.UnimplementedDevicePluginServer
-
 	cfg    config.Config
 	root   string
 	log    *log.Logger
@@ -57,8 +56,22 @@ type Plugin struct {
 	hwRaw   []byte
 	changed chan struct{} // closed (and replaced) whenever inv changes
 
-	server     *grpc.Server
+	servers []*server // one per resource ever seen, in start order
+}
+
+// server serves one resource's socket and registers it with the kubelet.
+type server struct {
+	pluginapi.UnimplementedDevicePluginServer
+
+	p          *Plugin
+	resource   string
+	socket     string // file name in the device-plugin directory
+	grpc       *grpc.Server
 	socketInfo fs.FileInfo
+
+	kubelet    fs.FileInfo // kubelet.sock as of the last successful registration
+	registered bool        // registered at least once
+	restarted  bool        // the server was just restarted (already logged)
 }
 
 // New loads the hardware and builds the inventory; it fails when hardware.json is unusable.
@@ -82,15 +95,29 @@ func New(o Options) (*Plugin, error) {
 		return nil, fmt.Errorf("%s: %w", hw.HardwarePath(p.root), err)
 	}
 	p.hwRaw = raw
-	p.inv = NewInventory(h, p.cfg, p.root)
+	if p.inv, err = NewInventory(h, p.cfg, p.root); err != nil {
+		return nil, fmt.Errorf("%s: %w", hw.HardwarePath(p.root), err)
+	}
 	p.logInventory("loaded")
 	return p, nil
 }
 
-// SocketPath is <devicePluginPath>/<socketName>.
+// SocketPath is <devicePluginPath>/<socket> of the primary resource (resourceName, or its
+// .shared rename, else the first by name).
 func (p *Plugin) SocketPath() string {
-	return filepath.Join(p.cfg.DevicePluginPath, p.cfg.SocketName)
+	return filepath.Join(p.cfg.DevicePluginPath, p.inventory().Primary.Socket)
 }
+
+// SocketPaths maps each resource of the current inventory to its socket path.
+func (p *Plugin) SocketPaths() map[string]string {
+	out := map[string]string{}
+	for _, r := range p.inventory().Resources {
+		out[r.Name] = filepath.Join(p.cfg.DevicePluginPath, r.Socket)
+	}
+	return out
+}
+
+func (s *server) path() string { return filepath.Join(s.p.cfg.DevicePluginPath, s.socket) }
 
 // KubeletSocketPath is <devicePluginPath>/kubelet.sock.
 func (p *Plugin) KubeletSocketPath() string {
@@ -105,22 +132,29 @@ func (p *Plugin) inventory() *Inventory {
 
 func (p *Plugin) logInventory(what string) {
 	inv := p.inv
-	for _, d := range inv.Devices {
-		topo := "none"
-		if d.NUMA >= 0 {
-			topo = fmt.Sprintf("numa=%d", d.NUMA)
+	n := 0
+	for _, r := range inv.Resources {
+		for _, d := range r.Devices {
+			topo := "none"
+			if d.NUMA >= 0 {
+				topo = fmt.Sprintf("numa=%d", d.NUMA)
+			}
+			kind := fmt.Sprintf("minor=%d", d.GPU.Minor)
+			if d.Phantom {
+				kind = "phantom"
+			} else if d.MIG != nil {
+				kind += fmt.Sprintf(" mig=%s gi=%d ci=%d", d.MIG.Profile, d.MIG.GI, d.MIG.CI)
+			}
+			health := pluginapi.Healthy
+			if !d.Healthy {
+				health = pluginapi.Unhealthy
+			}
+			p.log.Printf("%s device resource=%s index=%d id=%s %s topology=%s %s", what, r.Name, d.Index, d.ID, kind, topo, health)
 		}
-		kind := fmt.Sprintf("minor=%d", d.GPU.Minor)
-		if d.Phantom {
-			kind = "phantom"
-		}
-		health := pluginapi.Healthy
-		if !d.Healthy {
-			health = pluginapi.Unhealthy
-		}
-		p.log.Printf("%s device index=%d id=%s %s topology=%s %s", what, d.Index, d.ID, kind, topo, health)
+		p.log.Printf("%s resource %s: %d devices on socket %s", what, r.Name, len(r.Devices), r.Socket)
+		n += len(r.Devices)
 	}
-	p.log.Printf("%s %d devices (driver %s, CUDA %s)", what, len(inv.Devices), inv.DriverVersion, inv.CUDAVersion)
+	p.log.Printf("%s %d devices (driver %s, CUDA %s)", what, n, inv.DriverVersion, inv.CUDAVersion)
 }
 
 // writeDeviceInfos writes <root>/run/<uuid>.json for every real device (atomically, by rename).
@@ -130,7 +164,7 @@ func (p *Plugin) writeDeviceInfos(inv *Inventory) error {
 		return err
 	}
 	for _, info := range inv.DeviceInfos() {
-		path := hw.InfoPath(p.root, info.UUID)
+		path := hw.InfoPath(p.root, info.DeviceUUID())
 		tmp := path + ".tmp"
 		if err := os.WriteFile(tmp, hw.MarshalDeviceInfo(info), 0o644); err != nil {
 			return err
@@ -143,16 +177,20 @@ func (p *Plugin) writeDeviceInfos(inv *Inventory) error {
 	return nil
 }
 
-// Run serves and registers until ctx is done, then stops the server, removes the socket and
-// returns nil. It returns an error only when the plugin cannot serve at all.
+// Run serves and registers every resource until ctx is done, then stops the servers, removes
+// the sockets and returns nil. It returns an error only when the plugin cannot serve at all.
 func (p *Plugin) Run(ctx context.Context) error {
 	if err := p.writeDeviceInfos(p.inventory()); err != nil {
 		return fmt.Errorf("write device info files: %w", err)
 	}
-	if err := p.startServer(); err != nil {
+	if err := p.startServers(); err != nil {
 		return err
 	}
-	defer p.stopServer(true)
+	defer func() {
+		for _, s := range p.servers {
+			s.stop(true)
+		}
+	}()
 
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -165,44 +203,55 @@ func (p *Plugin) Run(ctx context.Context) error {
 	}
 	registerAfter := time.Now().Add(time.Duration(f.RegisterDelaySeconds) * time.Second)
 	if f.NeverRegister {
-		p.log.Printf("neverRegister fault: serving %s but never registering with the kubelet", p.SocketPath())
+		for _, s := range p.servers {
+			p.log.Printf("neverRegister fault: serving %s but never registering with the kubelet", s.path())
+		}
 	}
 
-	var kubelet fs.FileInfo // kubelet.sock as of the last successful registration
-	registered := false     // registered at least once
-	restarted := false      // our server was just restarted (already logged)
 	waitingLogged := false
 	tick := time.NewTicker(p.kPoll)
 	defer tick.Stop()
 	for {
-		// Our socket gone or replaced (a restarting kubelet wipes the directory): serve anew.
-		if cur, err := os.Stat(p.SocketPath()); err != nil || !os.SameFile(cur, p.socketInfo) {
-			p.log.Printf("plugin socket %s disappeared or was replaced; restarting the gRPC server", p.SocketPath())
-			p.stopServer(false)
-			if err := p.startServer(); err != nil {
-				return err
+		// Resources that appeared with a hardware change get their own server.
+		if err := p.startServers(); err != nil {
+			return err
+		}
+		for _, s := range p.servers {
+			// Our socket gone or replaced (a restarting kubelet wipes the directory): serve anew.
+			if cur, err := os.Stat(s.path()); err != nil || !os.SameFile(cur, s.socketInfo) {
+				p.log.Printf("plugin socket %s disappeared or was replaced; restarting the gRPC server", s.path())
+				s.stop(false)
+				if err := s.start(); err != nil {
+					return err
+				}
+				s.kubelet, s.restarted = nil, true // the kubelet lost our stream: register again
 			}
-			kubelet, restarted = nil, true // the kubelet lost our stream: register again
 		}
 		if !f.NeverRegister && !time.Now().Before(registerAfter) {
 			cur, err := os.Stat(p.KubeletSocketPath())
-			switch {
-			case err != nil:
+			if err != nil {
 				if !waitingLogged {
 					p.log.Printf("waiting for %s: %v", p.KubeletSocketPath(), err)
 					waitingLogged = true
 				}
-				kubelet = nil
-			case kubelet == nil || !os.SameFile(cur, kubelet) || !cur.ModTime().Equal(kubelet.ModTime()):
-				waitingLogged = false
-				if registered && !restarted {
-					p.log.Printf("%s was re-created (kubelet restart); registering again", p.KubeletSocketPath())
+				for _, s := range p.servers {
+					s.kubelet = nil
 				}
-				restarted = false
-				if err := p.register(ctx); err != nil {
-					p.log.Printf("register failed (retrying in %s): %v", p.kPoll, err)
-				} else {
-					kubelet, registered = cur, true
+			} else {
+				waitingLogged = false
+				for _, s := range p.servers {
+					if s.kubelet != nil && os.SameFile(cur, s.kubelet) && cur.ModTime().Equal(s.kubelet.ModTime()) {
+						continue
+					}
+					if s.registered && !s.restarted {
+						p.log.Printf("%s was re-created (kubelet restart); registering %s again", p.KubeletSocketPath(), s.resource)
+					}
+					s.restarted = false
+					if err := s.register(ctx); err != nil {
+						p.log.Printf("register %s failed (retrying in %s): %v", s.resource, p.kPoll, err)
+					} else {
+						s.kubelet, s.registered = cur, true
+					}
 				}
 			}
 		}
@@ -215,8 +264,27 @@ func (p *Plugin) Run(ctx context.Context) error {
 	}
 }
 
-func (p *Plugin) startServer() error {
-	path := p.SocketPath()
+// startServers starts a server for every resource of the inventory that has none yet.
+func (p *Plugin) startServers() error {
+	have := map[string]bool{}
+	for _, s := range p.servers {
+		have[s.resource] = true
+	}
+	for _, r := range p.inventory().Resources {
+		if have[r.Name] {
+			continue
+		}
+		s := &server{p: p, resource: r.Name, socket: r.Socket}
+		if err := s.start(); err != nil {
+			return err
+		}
+		p.servers = append(p.servers, s)
+	}
+	return nil
+}
+
+func (s *server) start() error {
+	p, path := s.p, s.path()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -236,37 +304,40 @@ func (p *Plugin) startServer() error {
 		l.Close()
 		return err
 	}
-	s := grpc.NewServer()
-	pluginapi.RegisterDevicePluginServer(s, p)
-	p.server, p.socketInfo = s, info
+	g := grpc.NewServer()
+	pluginapi.RegisterDevicePluginServer(g, s)
+	s.grpc, s.socketInfo = g, info
 	go func() {
-		if err := s.Serve(l); err != nil {
+		if err := g.Serve(l); err != nil {
 			p.log.Printf("gRPC server on %s stopped: %v", path, err)
 		}
 	}()
-	p.log.Printf("serving DevicePlugin v1beta1 on %s", path)
+	p.log.Printf("serving DevicePlugin v1beta1 for %s on %s", s.resource, path)
 	return nil
 }
 
-// stopServer stops the gRPC server; with removeSocket it also removes our socket file (if it is
+// stop stops the gRPC server; with removeSocket it also removes the socket file (if it is
 // still ours).
-func (p *Plugin) stopServer(removeSocket bool) {
-	if p.server == nil {
+func (s *server) stop(removeSocket bool) {
+	if s.grpc == nil {
 		return
 	}
-	p.server.Stop()
-	p.server = nil
+	s.grpc.Stop()
+	s.grpc = nil
 	if removeSocket {
-		if cur, err := os.Stat(p.SocketPath()); err == nil && os.SameFile(cur, p.socketInfo) {
-			if err := os.Remove(p.SocketPath()); err == nil {
-				p.log.Printf("removed socket %s", p.SocketPath())
+		if cur, err := os.Stat(s.path()); err == nil && os.SameFile(cur, s.socketInfo) {
+			if err := os.Remove(s.path()); err == nil {
+				s.p.log.Printf("removed socket %s", s.path())
 			}
 		}
 	}
-	p.log.Printf("gRPC server stopped")
+	s.p.log.Printf("gRPC server for %s stopped", s.resource)
 }
 
-func (p *Plugin) register(ctx context.Context) error {
+// register sends Register(version, endpoint = socket file name, resource) to kubelet.sock, as
+// upstream's internal/plugin/server.go Register (Endpoint: path.Base(socket)).
+func (s *server) register(ctx context.Context) error {
+	p := s.p
 	kpath := p.KubeletSocketPath()
 	conn, err := grpc.NewClient("unix://"+kpath, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -275,8 +346,8 @@ func (p *Plugin) register(ctx context.Context) error {
 	defer conn.Close()
 	req := &pluginapi.RegisterRequest{
 		Version:      pluginapi.Version,
-		Endpoint:     p.cfg.SocketName,
-		ResourceName: p.cfg.ResourceName,
+		Endpoint:     s.socket,
+		ResourceName: s.resource,
 		Options:      &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true},
 	}
 	p.log.Printf("registering with %s: version=%s endpoint=%s resource=%s", kpath, req.Version, req.Endpoint, req.ResourceName)
@@ -285,7 +356,7 @@ func (p *Plugin) register(ctx context.Context) error {
 	if _, err := pluginapi.NewRegistrationClient(conn).Register(rctx, req); err != nil {
 		return err
 	}
-	p.log.Printf("registered %s with the kubelet", p.cfg.ResourceName)
+	p.log.Printf("registered %s with the kubelet", s.resource)
 	return nil
 }
 
@@ -317,8 +388,18 @@ func (p *Plugin) watchHardware(ctx context.Context) {
 			}
 			continue
 		}
+		var inv *Inventory
+		if err == nil {
+			inv, err = NewInventory(h, p.cfg, p.root)
+		}
+		if err != nil {
+			if err.Error() != lastErr {
+				p.log.Printf("hardware.json unusable, keeping the current devices: %v", err)
+				lastErr = err.Error()
+			}
+			continue
+		}
 		lastErr = ""
-		inv := NewInventory(h, p.cfg, p.root)
 		if err := p.writeDeviceInfos(inv); err != nil {
 			p.log.Printf("write device info files: %v", err)
 		}
@@ -331,49 +412,61 @@ func (p *Plugin) watchHardware(ctx context.Context) {
 	}
 }
 
+// resourceOf returns the current inventory's entry for this server's resource, or an empty
+// resource when a hardware change removed it (it then lists no devices).
+func (s *server) resourceOf() *Resource {
+	if r := s.p.inventory().Resource(s.resource); r != nil {
+		return r
+	}
+	return &Resource{Name: s.resource, Socket: s.socket}
+}
+
 // GetDevicePluginOptions implements DevicePluginServer.
-func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
+func (s *server) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
 	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}, nil
 }
 
 // ListAndWatch implements DevicePluginServer: the full list now and after every change.
-func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, s grpc.ServerStreamingServer[pluginapi.ListAndWatchResponse]) error {
-	p.log.Printf("ListAndWatch: stream opened")
+func (s *server) ListAndWatch(_ *pluginapi.Empty, st grpc.ServerStreamingServer[pluginapi.ListAndWatchResponse]) error {
+	p := s.p
+	p.log.Printf("ListAndWatch %s: stream opened", s.resource)
 	for {
 		p.mu.Lock()
-		devs, changed := p.inv.PluginDevices(), p.changed
+		changed := p.changed
 		p.mu.Unlock()
-		if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
-			p.log.Printf("ListAndWatch: send failed: %v", err)
+		devs := s.resourceOf().PluginDevices()
+		if err := st.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
+			p.log.Printf("ListAndWatch %s: send failed: %v", s.resource, err)
 			return err
 		}
-		p.log.Printf("ListAndWatch: sent %d devices", len(devs))
+		p.log.Printf("ListAndWatch %s: sent %d devices", s.resource, len(devs))
 		select {
 		case <-changed:
-		case <-s.Context().Done():
-			p.log.Printf("ListAndWatch: stream closed")
+		case <-st.Context().Done():
+			p.log.Printf("ListAndWatch %s: stream closed", s.resource)
 			return nil
 		}
 	}
 }
 
 // GetPreferredAllocation implements DevicePluginServer.
-func (p *Plugin) GetPreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
-	inv := p.inventory()
+func (s *server) GetPreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	r := s.resourceOf()
 	resp := &pluginapi.PreferredAllocationResponse{}
 	for _, cr := range req.ContainerRequests {
-		ids := inv.Preferred(cr.AvailableDeviceIDs, cr.MustIncludeDeviceIDs, int(cr.AllocationSize))
-		p.log.Printf("GetPreferredAllocation: available=%v mustInclude=%v size=%d -> %v", cr.AvailableDeviceIDs, cr.MustIncludeDeviceIDs, cr.AllocationSize, ids)
+		ids := r.Preferred(cr.AvailableDeviceIDs, cr.MustIncludeDeviceIDs, int(cr.AllocationSize))
+		s.p.log.Printf("GetPreferredAllocation %s: available=%v mustInclude=%v size=%d -> %v", s.resource, cr.AvailableDeviceIDs, cr.MustIncludeDeviceIDs, cr.AllocationSize, ids)
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
 	}
 	return resp, nil
 }
 
-// Allocate implements DevicePluginServer.
-func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+// Allocate implements DevicePluginServer. The fault knobs apply to every resource.
+func (s *server) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	p := s.p
 	f := p.cfg.Faults
 	for _, cr := range req.ContainerRequests {
-		p.log.Printf("Allocate: request for %v", cr.DevicesIds)
+		p.log.Printf("Allocate %s: request for %v", s.resource, cr.DevicesIds)
 	}
 	if f.AllocateDelayMs > 0 {
 		p.log.Printf("allocateDelayMs fault: sleeping %dms", f.AllocateDelayMs)
@@ -387,21 +480,27 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 		p.log.Printf("allocateError fault: failing Allocate with %q", f.AllocateError)
 		return nil, status.Error(codes.Internal, f.AllocateError)
 	}
-	inv := p.inventory()
+	r := s.resourceOf()
 	resp := &pluginapi.AllocateResponse{}
 	for _, cr := range req.ContainerRequests {
-		r, err := inv.ContainerAllocate(cr.DevicesIds, f.SkipInjection, f.InjectOnlyIndex)
+		cresp, err := r.ContainerAllocate(cr.DevicesIds, f.SkipInjection, f.InjectOnlyIndex)
+		var tooLarge *RequestTooLargeError
+		if errors.As(err, &tooLarge) {
+			// upstream internal/plugin/server.go Allocate: a plain error (gRPC Unknown).
+			p.log.Printf("Allocate %s: %v", s.resource, err)
+			return nil, fmt.Errorf("invalid allocation request for %q: %w", s.resource, err)
+		}
 		if err != nil {
-			p.log.Printf("Allocate: %v", err)
+			p.log.Printf("Allocate %s: %v", s.resource, err)
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
-		p.log.Printf("Allocate: %s=%s, %d device nodes, %d mounts", VisibleDevicesEnv, r.Envs[VisibleDevicesEnv], len(r.Devices), len(r.Mounts))
-		resp.ContainerResponses = append(resp.ContainerResponses, r)
+		p.log.Printf("Allocate %s: %s=%s, %d device nodes, %d mounts", s.resource, VisibleDevicesEnv, cresp.Envs[VisibleDevicesEnv], len(cresp.Devices), len(cresp.Mounts))
+		resp.ContainerResponses = append(resp.ContainerResponses, cresp)
 	}
 	return resp, nil
 }
 
 // PreStartContainer implements DevicePluginServer (not requested in the options; a no-op).
-func (p *Plugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+func (s *server) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
 	return &pluginapi.PreStartContainerResponse{}, nil
 }

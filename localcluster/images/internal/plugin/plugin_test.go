@@ -397,3 +397,26 @@ func TestKubeletSocketRecreated(t *testing.T) {
 		t.Fatalf("log:\n%s", h.log)
 	}
 }
+
+func contextWithCancel() (context.Context, context.CancelFunc) {
+	return context.WithCancel(context.Background())
+}
+
+func clientFor(t *testing.T, socket string) pluginapi.DevicePluginClient {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return pluginapi.NewDevicePluginClient(conn)
+}
+
+func mustStream(t *testing.T, c pluginapi.DevicePluginClient) (*pluginapi.ListAndWatchResponse, error) {
+	t.Helper()
+	s, err := c.ListAndWatch(ctxT(t), &pluginapi.Empty{})
+	if err != nil {
+		return nil, err
+	}
+	return s.Recv()
+}

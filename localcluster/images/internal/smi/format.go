@@ -12,18 +12,32 @@ import (
 	"gpuconform.local/images/internal/hw"
 )
 
-// Device is one visible GPU as nvidia-smi shows it: Index is the renumbered index (0..n-1).
+// Device is one visible GPU as nvidia-smi shows it: Index is the renumbered index (0..n-1);
+// MIGs are its visible MIG devices (only those injected, as with NVIDIA_VISIBLE_DEVICES=MIG-...).
 type Device struct {
 	Index int
 	hw.DeviceInfo
+	MIGs []hw.MIGDevice
 }
 
-// Renumber turns visible device infos (sorted by hardware index) into Devices numbered 0..n-1,
-// as the real tool numbers the GPUs injected into a container.
+// Renumber turns visible device infos (sorted by hardware index, a GPU's MIG devices after it)
+// into GPUs numbered 0..n-1, as the real tool numbers the GPUs injected into a container. A MIG
+// device's info contributes its parent GPU (once) and is listed among that GPU's MIGs.
 func Renumber(infos []hw.DeviceInfo) []Device {
-	out := make([]Device, len(infos))
-	for i, d := range infos {
-		out[i] = Device{Index: i, DeviceInfo: d}
+	var out []Device
+	at := map[string]int{}
+	for _, d := range infos {
+		i, ok := at[d.UUID]
+		if !ok {
+			i = len(out)
+			at[d.UUID] = i
+			parent := d
+			parent.MIG = nil
+			out = append(out, Device{Index: i, DeviceInfo: parent})
+		}
+		if d.MIG != nil {
+			out[i].MIGs = append(out[i].MIGs, *d.MIG)
+		}
 	}
 	return out
 }
@@ -37,11 +51,16 @@ const ExitNoDevices = 6
 // ExitInvalidArgument is nvidia-smi's exit status for an invalid argument or field.
 const ExitInvalidArgument = 2
 
-// List formats `nvidia-smi -L`.
+// List formats `nvidia-smi -L`: a GPU line, then one line per visible MIG device of that GPU,
+// numbered from 0 within the GPU, with the profile left-aligned in 11 columns as the real tool
+// ("  MIG 1g.5gb      Device  0: (UUID: MIG-...)").
 func List(devs []Device) string {
 	var b strings.Builder
 	for _, d := range devs {
 		fmt.Fprintf(&b, "GPU %d: %s (UUID: %s)\n", d.Index, d.Name, d.UUID)
+		for j, m := range d.MIGs {
+			fmt.Fprintf(&b, "  MIG %-11s Device %2d: (UUID: %s)\n", m.Profile, j, m.UUID)
+		}
 	}
 	return b.String()
 }
@@ -107,6 +126,9 @@ func Table(devs []Device, driver, cuda string, now time.Time) string {
 	b.WriteString(gpuHead)
 	for _, d := range devs {
 		p := productOf(d.Name)
+		if len(d.MIGs) > 0 {
+			p.mig = "Enabled"
+		}
 		fmt.Fprintf(&b, "|%4d  %-30s %-3s |%19s %3s |%21s |\n", d.Index, truncName(d.Name), p.persistence, d.PCIBusID, "Off", p.ecc)
 		fmt.Fprintf(&b, "|%4s  %4s    %-2s %15s / %5s |%11s / %9s |%8s %12s |\n",
 			p.fan, strconv.Itoa(p.temp)+"C", "P0", strconv.Itoa(p.powerUsage)+"W", strconv.Itoa(p.powerCap)+"W",

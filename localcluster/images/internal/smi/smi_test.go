@@ -208,3 +208,54 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("code %d, got %q", code, out)
 	}
 }
+
+func TestListMIG(t *testing.T) {
+	gpu := func(idx int, uuid string) hw.GPU {
+		return hw.GPU{Index: idx, UUID: uuid, Name: "NVIDIA A100-SXM4-40GB", PCIBusID: "00000000:07:00.0", MemoryTotalMiB: 40960, Minor: idx}
+	}
+	mig := func(g hw.GPU, profile, uuid string) hw.DeviceInfo {
+		return hw.DeviceInfo{GPU: g, DriverVersion: "550.54.15", CUDAVersion: "12.4", MIG: &hw.MIGDevice{Profile: profile, UUID: uuid}}
+	}
+	g0, g3 := gpu(0, "GPU-513536b6-7d19-9063-b049-1e69664bb298"), gpu(3, "GPU-d8594bd4-0fc3-8595-e355-7c98138f3b95")
+	e := env()
+	e.Devices = []hw.DeviceInfo{
+		mig(g0, "1g.5gb", "MIG-ce861fb0-a248-58ce-a9a8-f9adbc22a66a"),
+		mig(g0, "1g.5gb", "MIG-a45882f0-9215-5733-a0c1-49286ab31cb5"),
+		mig(g3, "3g.20gb", "MIG-f00d722c-f4e1-52c9-aa31-750441ae1bfe"),
+	}
+	out, code := run(t, e, "-L")
+	want := "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-513536b6-7d19-9063-b049-1e69664bb298)\n" +
+		"  MIG 1g.5gb      Device  0: (UUID: MIG-ce861fb0-a248-58ce-a9a8-f9adbc22a66a)\n" +
+		"  MIG 1g.5gb      Device  1: (UUID: MIG-a45882f0-9215-5733-a0c1-49286ab31cb5)\n" +
+		"GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-d8594bd4-0fc3-8595-e355-7c98138f3b95)\n" +
+		"  MIG 3g.20gb     Device  0: (UUID: MIG-f00d722c-f4e1-52c9-aa31-750441ae1bfe)\n"
+	if code != 0 || out != want {
+		t.Fatalf("code %d:\n%s\nwant:\n%s", code, out, want)
+	}
+	// The column layout of a real A100 MIG listing (testing/unit/samples/smi_l_a100_mig_mixed.txt).
+	if got := List([]Device{{Index: 0, DeviceInfo: hw.DeviceInfo{GPU: hw.GPU{Name: "NVIDIA A100-SXM4-80GB", UUID: "GPU-513536b6-7d19-9063-b049-1e69664bb298"}},
+		MIGs: []hw.MIGDevice{{Profile: "1g.20gb", UUID: "MIG-ce861fb0-a248-58ce-a9a8-f9adbc22a66a"}}}}); got != "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-513536b6-7d19-9063-b049-1e69664bb298)\n"+
+		"  MIG 1g.20gb     Device  0: (UUID: MIG-ce861fb0-a248-58ce-a9a8-f9adbc22a66a)\n" {
+		t.Fatalf("sample layout:\n%s", got)
+	}
+	// --query-gpu and topo -m list the parent GPUs; the table shows MIG mode enabled.
+	out, _ = run(t, e, "--query-gpu=index,uuid,count", "--format=csv,noheader")
+	if out != "0, GPU-513536b6-7d19-9063-b049-1e69664bb298, 2\n1, GPU-d8594bd4-0fc3-8595-e355-7c98138f3b95, 2\n" {
+		t.Fatalf("query:\n%s", out)
+	}
+	if out, _ = run(t, e, "topo", "-m"); !strings.HasPrefix(out, "\tGPU0\tGPU1\tCPU Affinity") {
+		t.Fatalf("topo:\n%s", out)
+	}
+	if out, _ = run(t, e); strings.Count(out, "Enabled |") != 2 {
+		t.Fatalf("table:\n%s", out)
+	}
+}
+
+func TestListReplicaSeesOneGPU(t *testing.T) {
+	// A time-sliced replica injects its GPU's info file once: the pod sees that one GPU.
+	e := env()
+	e.Devices = twoGPUs()[:1]
+	if out, code := run(t, e, "-L"); code != 0 || out != "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-11111111-2222-3333-4444-555555555555)\n" {
+		t.Fatalf("code %d: %q", code, out)
+	}
+}
