@@ -35,6 +35,7 @@ class Expectation:
     mig_strategy: str = "none"
     mig_profiles: dict[str, int] = field(default_factory=dict)  # resource -> count (mixed)
     vendor: str = "nvidia"
+    whole_gpus_too: bool = False  # MIG mixed: the node also advertises GPUs not in MIG mode as `resource`
 
     @property
     def advertised(self) -> int | None:
@@ -43,7 +44,9 @@ class Expectation:
     @property
     def resources(self) -> list[str]:
         """Every resource the plugin must register on this node (MIG mixed: one per profile)."""
-        return sorted(self.mig_profiles) if self.mig_strategy == "mixed" else [self.resource]
+        if self.mig_strategy == "mixed":
+            return sorted(self.mig_profiles) + ([self.resource] if self.whole_gpus_too else [])
+        return [self.resource]
 
     @property
     def workload_resource(self) -> str:
@@ -93,7 +96,12 @@ def _count_label(labels: dict[str, str], vendor: str) -> tuple[int | None, str]:
     summed (ROCm/k8s-device-plugin cmd/k8s-node-labeller/main.go)."""
     if vendor == vendors.INTEL:
         n = qty(labels.get("gpu.intel.com/device.count"))
-        return n, "NFD label gpu.intel.com/device.count"
+        if n is not None:
+            return n, "NFD label gpu.intel.com/device.count"
+        # device.count comes from the Max/Flex rules only; the generic rule counts per PCI class and device ID
+        ids = [qty(v) for k, v in labels.items() if k.startswith("gpu.intel.com/device-id.") and k.endswith(".count")]
+        vals = [v for v in ids if v is not None]
+        return (sum(vals) if vals else None), "NFD labels gpu.intel.com/device-id.<class>-<device>.count"
     if vendor == vendors.AMD:
         ids = {k: qty(v) for k, v in labels.items() if k.startswith(("beta.amd.com/gpu.device-id.",
                                                                        "amd.com/gpu.device-id."))}
@@ -131,6 +139,10 @@ def expectation(node: dict, cfg: dict, plugin_pods: list[dict] | None = None) ->
     resource = cfg["resourceName"]
     vendor = cfg.get("vendor", "nvidia")
     name = node.get("metadata", {}).get("name", "?")
+    if vendor == vendors.INTEL and resource not in capacity:
+        # The kernel driver (i915 or xe) is a property of each node: one config covers both kinds of node
+        # (intel-device-plugins-for-kubernetes cmd/gpu_plugin: the resource is named after the driver in use).
+        resource = next((r for r in ("gpu.intel.com/i915", "gpu.intel.com/xe") if r in capacity), resource)
 
     eg = cfg["nodes"]["expectedGpus"]
     physical: int | None
@@ -181,7 +193,12 @@ def expectation(node: dict, cfg: dict, plugin_pods: list[dict] | None = None) ->
                 m = re.match(rf"^{re.escape(GFD)}(mig-.+)\.count$", k)
                 if m and qty(v):
                     profiles[f"{domain}/{m.group(1)}"] = qty(v) or 0
-    return Expectation(resource, physical, replicas, source, mig, profiles, vendor)
+        if not profiles and cfg["mig"]["strategy"] == "auto":
+            # The GPU operator labels every node with the cluster's MIG strategy, also nodes whose GPUs are not
+            # in MIG mode (NVIDIA/k8s-device-plugin internal/lm/strategy.go): those advertise whole GPUs.
+            mig = "none"
+    return Expectation(resource, physical, replicas, source, mig, profiles, vendor,
+                       whole_gpus_too=mig == "mixed" and resource in capacity)
 
 
 @dataclass(frozen=True)
@@ -208,6 +225,15 @@ def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None =
         if not exp.mig_profiles:
             out.append(Finding("GPU-F09-MIG-MISMATCH", f"{name}: MIG strategy mixed but no nvidia.com/mig-*.count labels "
                                "and no mig.profiles configured"))
+        # Under mixed, GPUs not in MIG mode stay nvidia.com/gpu (NVIDIA/k8s-device-plugin internal/rm/device_map.go);
+        # with MIG devices present at least one GPU is in MIG mode, so fewer whole GPUs than physical ones.
+        if not out and exp.mig_profiles and cap is not None and exp.physical is not None and cap > exp.physical - 1:
+            out.append(Finding("GPU-F04-OVERADVERTISED", f"{name}: advertises {cap} whole {exp.resource} beside MIG "
+                               f"devices, but the node has {exp.physical} GPUs ({exp.source}) and at least one is "
+                               "in MIG mode"))
+        if cap is not None and alloc is not None and cap > alloc:
+            out.append(Finding("GPU-F03-UNHEALTHY-DEVICES", f"{name}: {cap - alloc} of {cap} whole {exp.resource} "
+                               f"devices are Unhealthy (capacity={cap}, allocatable={alloc})"))
         return out
 
     if cap is None:

@@ -223,8 +223,26 @@ def test_mig_mixed_match_and_mismatch():
 def test_mig_mixed_without_profiles():
     labels = {"nvidia.com/gpu.count": "1", "nvidia.com/mig.strategy": "mixed"}
     n = node(labels=labels, capacity={"nvidia.com/gpu": "1"})
-    f = check_counts(n, expectation(n, cfg()))
+    # The operator labels every node with the cluster's strategy: a node without MIG devices has whole GPUs.
+    assert check_counts(n, expectation(n, cfg())) == []
+    pinned = cfg()
+    pinned["mig"]["strategy"] = "mixed"  # a config that requires MIG devices on every node
+    f = check_counts(n, expectation(n, pinned))
     assert codes(f) == ["GPU-F09-MIG-MISMATCH"] and "no nvidia.com/mig-*.count labels" in f[0].message
+
+
+def test_mig_mixed_with_whole_gpus_beside_mig_devices():
+    labels = {"nvidia.com/gpu.count": "2", "nvidia.com/mig.strategy": "mixed", "nvidia.com/mig-1g.10gb.count": "3",
+              "nvidia.com/mig-4g.40gb.count": "1"}
+    mig = {"nvidia.com/mig-1g.10gb": "3", "nvidia.com/mig-4g.40gb": "1"}
+    n = node(labels=labels, capacity={**mig, "nvidia.com/gpu": "1"})
+    exp = expectation(n, cfg())
+    assert check_counts(n, exp) == [] and exp.resources == ["nvidia.com/mig-1g.10gb", "nvidia.com/mig-4g.40gb",
+                                                            "nvidia.com/gpu"]
+    over = node(labels=labels, capacity={**mig, "nvidia.com/gpu": "2"})
+    assert codes(check_counts(over, expectation(over, cfg()))) == ["GPU-F04-OVERADVERTISED"]
+    only_mig = node(labels=labels, capacity=mig)
+    assert expectation(only_mig, cfg()).resources == ["nvidia.com/mig-1g.10gb", "nvidia.com/mig-4g.40gb"]
 
 
 def test_stale_resources():
@@ -343,10 +361,13 @@ def test_mig_mixed_node_registers_one_resource_and_socket_per_profile():
 
 
 def test_mig_profile_names_with_dots_and_compute_instances_are_counted():
+    # go-nvlib's profile String(): "+me" becomes ".me", a negative attribute keeps its "-" (docs/vendors.md)
     labels = {"nvidia.com/gpu.count": "1", "nvidia.com/mig.strategy": "mixed", "nvidia.com/mig-1g.10gb.me.count": "1",
-              "nvidia.com/mig-1c.3g.20gb.count": "2", "nvidia.com/mig-1g.10gb.me.memory": "9856"}
+              "nvidia.com/mig-1g.10gb-me.count": "2", "nvidia.com/mig-1g.10gb.me.memory": "9856",
+              "nvidia.com/mig-2g.20gb.gfx.count": "1"}
     exp = expectation(node(labels=labels), nvidia_auto())
-    assert exp.mig_profiles == {"nvidia.com/mig-1g.10gb.me": 1, "nvidia.com/mig-1c.3g.20gb": 2}
+    assert exp.mig_profiles == {"nvidia.com/mig-1g.10gb.me": 1, "nvidia.com/mig-1g.10gb-me": 2,
+                                "nvidia.com/mig-2g.20gb.gfx": 1}
 
 
 def test_renamed_auto_follows_the_advertised_name_and_pinned_renamed_does_not():
