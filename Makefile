@@ -7,10 +7,10 @@ export KUBECONFIG := $(CURDIR)/.localcluster/kubeconfig
 SUITE_ARGS := --gpuconform-config localcluster/gpuconform.yaml
 APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static openssl iproute2 chromium
 
-.PHONY: gotest bench lint help deps cluster-up cluster-down cluster-status faults fault fault-clear test unit demo suite cleanup
+.PHONY: gotest bench lint help deps cluster-up cluster-down cluster-status faults fault fault-clear bed test unit demo suite cleanup
 
 help:
-	@echo "make demo | test | cluster-up | cluster-down | cluster-status | faults | fault NAME=... | fault-clear | cleanup"
+	@echo "make demo | test | cluster-up | cluster-down | cluster-status | bed PROFILE=... LAYOUT=... | faults | fault NAME=... | fault-clear | cleanup"
 
 deps: $(VENV)/.installed
 	@for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -40,6 +40,13 @@ fault:
 
 fault-clear:
 	python3 localcluster/cluster.py fault-clear
+
+# Turns the running bed's real node into another pool profile / plugin install layout (localcluster/shapes.py).
+# PROFILE: plain | time-slicing | time-slicing-renamed | mig-mixed; LAYOUT: helm | static | operator.
+# At start-up the same choice comes from GPUCONFORM_BED_PROFILE / GPUCONFORM_BED_LAYOUT (default plain, helm).
+bed:
+	@test -n "$(PROFILE)" -a -n "$(LAYOUT)" || { echo "usage: make bed PROFILE=<plain|time-slicing|time-slicing-renamed|mig-mixed> LAYOUT=<helm|static|operator>"; exit 2; }
+	python3 localcluster/cluster.py bed $(PROFILE) $(LAYOUT)
 
 # The suite's own tests: unit, pytester, and end-to-end against the local test bed (healthy run + fault matrix).
 test: lint gotest cluster-up

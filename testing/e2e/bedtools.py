@@ -14,6 +14,7 @@ sys.path.insert(0, str(ROOT / "localcluster"))
 import shapes  # noqa: E402,F401 - re-exported: the bed's own tables of profiles and layouts (names as upstream ships them)
 KUBECONFIG = STATE / "kubeconfig"
 MATRIX_OUT = ROOT / "reports" / "fault-matrix.txt"  # written by test_fault_matrix.py, shown by conftest.py
+SHAPES_OUT = ROOT / "reports" / "shape-runs.txt"  # written by test_shapes.py, shown by conftest.py
 # Resolved at import: pytester later points HOME at a temporary directory.
 _BUILT = sorted(Path.home().glob(".cache/gpuconform/k8s/*/kubectl"))
 KUBECTL = str(_BUILT[-1]) if _BUILT else "kubectl"
