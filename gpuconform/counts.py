@@ -36,6 +36,7 @@ class Expectation:
     mig_profiles: dict[str, int] = field(default_factory=dict)  # resource -> count (mixed)
     vendor: str = "nvidia"
     whole_gpus_too: bool = False  # MIG mixed: the node also advertises GPUs not in MIG mode as `resource`
+    mig_replicas: dict[str, int] = field(default_factory=dict)  # MIG resource -> time-slicing replicas (if > 1)
 
     @property
     def advertised(self) -> int | None:
@@ -67,6 +68,8 @@ class Expectation:
     @property
     def per_device(self) -> int:
         """How many pods may hold one physical device (or MIG device) of the workload resource at once."""
+        if self.unit == "mig":
+            return self.mig_replicas.get(self.workload_resource, 1)
         return self.replicas if self.unit == "replica" else 1
 
     def sockets(self, override: str = "") -> list[str]:
@@ -183,6 +186,7 @@ def expectation(node: dict, cfg: dict, plugin_pods: list[dict] | None = None) ->
     if mig == "auto":
         mig = labels.get(f"{GFD}mig.strategy", "none") if vendor == vendors.NVIDIA else "none"
     profiles: dict[str, int] = {}
+    mig_replicas: dict[str, int] = {}
     if mig == "mixed":
         domain = resource.split("/")[0]
         profiles = {f"{domain}/{k}": int(v) for k, v in (cfg["mig"]["profiles"] or {}).items()}
@@ -192,13 +196,19 @@ def expectation(node: dict, cfg: dict, plugin_pods: list[dict] | None = None) ->
             for k, v in labels.items():
                 m = re.match(rf"^{re.escape(GFD)}(mig-.+)\.count$", k)
                 if m and qty(v):
-                    profiles[f"{domain}/{m.group(1)}"] = qty(v) or 0
+                    # Time-sliced MIG devices: advertised = count x mig-<p>.replicas, as <p>.shared when renamed;
+                    # GFD keys its labels by the original name (internal/lm/resource.go, replicationInfo).
+                    base, r = f"{domain}/{m.group(1)}", max(qty(labels.get(f"{GFD}{m.group(1)}.replicas")) or 1, 1)
+                    key = f"{base}.shared" if r > 1 and f"{base}.shared" in capacity and base not in capacity else base
+                    profiles[key] = (qty(v) or 0) * r
+                    if r > 1:
+                        mig_replicas[key] = r
         if not profiles and cfg["mig"]["strategy"] == "auto":
             # The GPU operator labels every node with the cluster's MIG strategy, also nodes whose GPUs are not
             # in MIG mode (NVIDIA/k8s-device-plugin internal/lm/strategy.go): those advertise whole GPUs.
             mig = "none"
     return Expectation(resource, physical, replicas, source, mig, profiles, vendor,
-                       whole_gpus_too=mig == "mixed" and resource in capacity)
+                       whole_gpus_too=mig == "mixed" and resource in capacity, mig_replicas=mig_replicas)
 
 
 @dataclass(frozen=True)

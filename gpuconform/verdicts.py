@@ -80,10 +80,11 @@ class Seen:
         return exclusive_ids(self.gpus) or list(self.dev)
 
 
-def isolation_findings(node: str, zero: Seen, some: Seen, unit: str) -> list[Finding]:
+def isolation_findings(node: str, zero: Seen, some: Seen, unit: str, per_device: int = 1) -> list[Finding]:
     """A pod requesting nothing sees no GPU; a pod requesting N sees exactly its N devices. `unit` (Expectation.unit)
     says what one device is: a whole GPU, a MIG device (counted by MIG UUID; the parent's device node is
-    shared), or a time-sliced replica (N replicas may be the same GPU, so it sees 1..N GPUs)."""
+    shared), or a time-sliced replica (N replicas may be the same GPU, so it sees 1..N GPUs). `per_device` > 1:
+    time-sliced MIG devices, whose replicas may likewise be one MIG device."""
     out: list[Finding] = []
     if zero.dev or zero.gpus:
         out.append(Finding("GPU-ISOLATION", f"{node}: pod {zero.pod} requested no GPU but sees {len(zero.dev)} device "
@@ -91,7 +92,7 @@ def isolation_findings(node: str, zero: Seen, some: Seen, unit: str) -> list[Fin
     n = some.requested
     if unit == "mig":
         migs = [m.uuid for g in some.gpus for m in g.migs]
-        if len(migs) < n or not some.dev:
+        if len(migs) < (1 if per_device > 1 else n) or not some.dev:
             out.append(Finding("GPU-F12-DEVICE-NOT-INJECTED", f"{node}: pod {some.pod} was granted {n} MIG device(s) "
                                f"but sees {len(migs)} MIG device(s) and {len(some.dev)} device node(s) "
                                f"({some.env.strip()})"))

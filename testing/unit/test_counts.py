@@ -414,3 +414,16 @@ def test_amd_counts_from_the_node_labeller_device_id_labels():
     exp = expectation(n, gconfig.load(None, {"preset": "amd"}, environ={}).data)
     assert exp.physical == 8 and check_counts(n, exp) == []
     assert exp.sockets() == ["amd.com_gpu"]
+
+
+def test_time_sliced_mig_devices_count_replicas_and_may_be_renamed():
+    # GFD keys labels by the original name; the plugin advertises count x replicas, as .shared when renamed
+    labels = {"nvidia.com/gpu.count": "1", "nvidia.com/mig.strategy": "mixed", "nvidia.com/mig-1g.10gb.count": "7",
+              "nvidia.com/mig-1g.10gb.replicas": "2", "nvidia.com/mig-1g.10gb.sharing-strategy": "time-slicing"}
+    plain = node(labels=labels, capacity={"nvidia.com/mig-1g.10gb": "14"})
+    exp = expectation(plain, nvidia_auto())
+    assert check_counts(plain, exp) == [] and (exp.unit, exp.per_device) == ("mig", 2)
+    renamed = node(labels=labels, capacity={"nvidia.com/mig-1g.10gb.shared": "14"})
+    exp = expectation(renamed, nvidia_auto())
+    assert check_counts(renamed, exp) == [] and exp.workload_resource == "nvidia.com/mig-1g.10gb.shared"
+    assert exp.sockets() == ["nvidia-mig-1g.10gb.shared.sock"]

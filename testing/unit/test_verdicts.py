@@ -132,3 +132,9 @@ def test_burst_mig_devices_are_told_apart_by_mig_uuid():
 ])
 def test_burst_pod_that_sees_none_or_too_many(seen, code):
     assert [f.code for f in burst_findings("n", seen, 1)[0]] == [code]
+
+
+def test_isolation_time_sliced_mig_replicas_may_share_one_mig_device():
+    zero = Seen("iso0", 0, [], [])
+    assert isolation_findings("n", zero, Seen("iso1", 1, ["/dev/nvidia0"], smi((G0, [M0]))), "mig", 2) == []
+    assert burst_findings("n", burst(smi((G0, [M0])), smi((G0, [M0]))), 2)[0] == []

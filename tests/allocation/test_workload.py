@@ -65,7 +65,7 @@ def test_pods_see_exactly_the_gpus_they_request(run, cfg, gpu_node, pod_runner, 
     exp = run.expectation(gpu_node)
     # A time-sliced node hands out replicas; upstream can refuse requests for more than one
     # (failRequestsGreaterThanOne), so one replica is the request every healthy sharing config admits.
-    n = 1 if exp.unit == "replica" else min(2, free, cfg["limits"]["maxGpusPerNode"])
+    n = 1 if exp.per_device > 1 else min(2, free, cfg["limits"]["maxGpusPerNode"])
     ns = run.ensure_namespace()
     deadline = run.cfg.seconds("timeouts.podComplete")
     res = run.node(gpu_node).resource
@@ -76,7 +76,7 @@ def test_pods_see_exactly_the_gpus_they_request(run, cfg, gpu_node, pod_runner, 
     pod_runner.wait([zero, some], "done", "timeouts.podComplete", gpu_node)
     s0, sn = _seen(run, ns, zero, 0), _seen(run, ns, some, n)
     evidence.note("visible", {"no-request": _evidence(s0), f"{n} x {res}": _evidence(sn), "unit": exp.unit})
-    for finding in verdicts.isolation_findings(gpu_node, s0, sn, exp.unit):
+    for finding in verdicts.isolation_findings(gpu_node, s0, sn, exp.unit, exp.per_device):
         raise_for(finding.code, finding.message)
 
 
