@@ -6,7 +6,8 @@
     cluster.py status        one line per component, node and GPU counts
     cluster.py faults        list the named faults
     cluster.py fault NAME    apply one fault
-    cluster.py fault-clear   restore the healthy state
+    cluster.py fault-clear   restore the healthy state (and the shape the bed was started in)
+    cluster.py bed PROFILE LAYOUT   switch the real node's pool profile / plugin install layout (shapes.py)
 
 Everything runs as root on this machine: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 containerd (Debian's) with runc and CNI bridge, kubelet, and kwok. State, logs and the kubeconfig live in
