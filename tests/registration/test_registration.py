@@ -7,12 +7,14 @@ from gpuconform import metrics, nodes, pods, verdicts
 from gpuconform.reasons import skip_reason
 
 
-def test_plugin_pod_is_ready_and_not_crash_looping(run, cfg, gpu_node, evidence):
+def test_plugin_pod_is_ready_and_not_crash_looping(run, cfg, gpu_node, evidence, record_property):
     """MUST: every GPU node runs a Ready device-plugin pod that is not crash-looping (restarts within
     plugin.maxRestarts). Found by what it is (DaemonSet pod mounting the device-plugins directory, or a known
     install layout's labels) in any namespace; companion pods (feature discovery, MPS, validators) are not it."""
     found = run.find_plugin(gpu_node)
     evidence.note("plugin discovery", {"layout": found.layout, "why": found.why, "companions set aside": found.companions})
+    record_property("plugin_layout", found.layout)  # also on a pass: the audit trail says what was judged
+    record_property("plugin_found", found.why)
     if not found.pods:
         raise_for("GPU-F08-PLUGIN-NOT-READY", f"{gpu_node}: no device-plugin pod runs on this GPU node ({found.why}"
                   + (f"; companions seen: {', '.join(found.companions)}" if found.companions else "")
