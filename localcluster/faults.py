@@ -241,7 +241,7 @@ def apply(name: str) -> int:
         log = (c.STATE / "logs" / "kubelet-restart.log").open("a")
         subprocess.Popen([sys.executable, str(c.HERE / "cluster.py"), "restart-kubelet", str(f.restart_kubelet_after)],
                          stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
-    want = f.counts if f.counts is not None else (str(c.GPUS), str(c.GPUS))
+    want = f.counts if f.counts is not None else next(iter(c.healthy_counts().values()))
     if want and not f.kubelet_reset:
         # The kubelet publishes the plugin's new device list with its next status update: wait for it, so the
         # suite sees the fault and not the restart's transient.
