@@ -129,7 +129,10 @@ LAYOUT_OBJECTS: dict[str, Layout] = {
                    [("nvidia-device-plugin-gpu-feature-discovery",
                      {"app.kubernetes.io/name": "nvidia-device-plugin",
                       "app.kubernetes.io/instance": "nvidia-device-plugin"})]),
-    "static": Layout("kube-system", "nvidia-device-plugin-daemonset", {"name": "nvidia-device-plugin-ds"}),
+    # the static GFD manifest has no namespace of its own; applied next to the plugin it lands in kube-system
+    "static": Layout("kube-system", "nvidia-device-plugin-daemonset", {"name": "nvidia-device-plugin-ds"},
+                     [("gpu-feature-discovery", {"app.kubernetes.io/name": "gpu-feature-discovery",
+                                                 "app.kubernetes.io/part-of": "nvidia-gpu"})]),
     "operator": Layout("gpu-operator", "nvidia-device-plugin-daemonset", {"app": "nvidia-device-plugin-daemonset"},
                        [("gpu-feature-discovery", {"app": "gpu-feature-discovery"})]),
 }
