@@ -89,7 +89,10 @@ DEFAULTS: dict[str, Any] = {
         "apiRequest": "30s",  # one API request
         "cleanup": "25s",  # deleting what the run created (also on SIGINT/SIGTERM)
     },
-    "limits": {"maxGpusPerNode": 8, "qps": 5.0, "burst": 10},
+    # qps/burst: the client's own rate limit (client-go's defaults are 5/10); the apiserver's API Priority and
+    # Fairness still applies. concurrency: checks running at once across nodes (fixtures/scheduler.py); on one
+    # node, checks that share its GPUs never overlap.
+    "limits": {"maxGpusPerNode": 8, "qps": 5.0, "burst": 10, "concurrency": 16},
     "coverage": {"minCertifiedFraction": 1.0},
     "nodeProbe": {"enabled": True},  # privileged hostPath probe for the plugin socket (optional)
     "keepNamespaceOnFailure": False,
@@ -286,7 +289,7 @@ def _check(cfg: Config) -> None:
                 raise ConfigError(f"{where(key)}: {e}") from None
             if section == "timeouts" and s <= 0:
                 raise bad(key, "must be positive: the suite never waits forever")
-    for key, lo in (("limits.maxGpusPerNode", 1), ("limits.burst", 1),
+    for key, lo in (("limits.maxGpusPerNode", 1), ("limits.burst", 1), ("limits.concurrency", 1),
                     ("burst.size", 0), ("burst.samples", 1), ("plugin.maxRestarts", 0)):
         v = cfg.get(key)
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:

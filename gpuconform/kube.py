@@ -150,7 +150,8 @@ class Cluster:
         return resp.data.decode("utf-8", errors="replace")
 
 
-def connect(kubeconfig: str | None, context: str | None, qps: float, burst: int, request_timeout: float) -> Cluster:
+def connect(kubeconfig: str | None, context: str | None, qps: float, burst: int, request_timeout: float,
+            pool: int = 16) -> Cluster:
     """Builds the client: explicit kubeconfig > $KUBECONFIG > in-cluster service account > ~/.kube/config."""
     cfg = k8s.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG")
@@ -164,6 +165,7 @@ def connect(kubeconfig: str | None, context: str | None, qps: float, burst: int,
         kconfig.load_kube_config(context=context, client_configuration=cfg)
         source = "kubeconfig ~/.kube/config" + (f" (context {context})" if context else "")
     cfg.debug = False
+    cfg.connection_pool_maxsize = max(pool, 4)  # one connection per concurrent check, watches apart
     api = CountingApiClient(cfg, RateLimiter(qps, burst))
     return Cluster(api, k8s.CoreV1Api(api), k8s.BatchV1Api(api), k8s.AppsV1Api(api), k8s.AuthorizationV1Api(api),
                    source, request_timeout)
@@ -184,44 +186,58 @@ def to_dict(api: k8s.ApiClient, obj: Any) -> dict:
     return api.sanitize_for_serialization(obj)
 
 
-# ------------------------------------------------------------------ the run's pod watch
+# ------------------------------------------------------------------ watches (the run's pods, the GPU nodes)
 
 TERMINAL = ("Succeeded", "Failed")
+PERMANENT_STATUS = {401, 403, 404}  # a watch that gets these stops retrying and reports the error
+WATCH_WINDOW_S = 60  # a watch request's server-side timeout; it is renewed from the last resourceVersion
 
 
 @dataclass
-class PodWatch:
-    """One watch over the run namespace's pods (by run label); waits read the cache, never poll the API."""
+class Watch:
+    """One LIST+WATCH kept as a cache of objects by name; readers wait on `changed`, never poll the API.
+
+    Transient errors (connection drops, 5xx) re-watch from the last resourceVersion after a second; 410 Gone
+    relists; 401/403/404 stop the watch and keep the error in `failed`, which every waiter raises."""
 
     cluster: Cluster
-    namespace: str
-    selector: str
-    pods: dict[str, dict] = field(default_factory=dict)
-    seen: dict[str, dict] = field(default_factory=dict)  # last state of every pod ever seen (also after deletion)
+    list_fn: Callable[..., Any]
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    what: str = "objects"
+    objects: dict[str, dict] = field(default_factory=dict)
+    seen: dict[str, dict] = field(default_factory=dict)  # last state of every object ever seen (also after deletion)
+    version: int = 0  # bumped on every change; `changed` waits for it to move
     cond: threading.Condition = field(default_factory=threading.Condition)
     stopped: bool = False
-    error: BaseException | None = None
+    error: BaseException | None = None  # the last transient error (kept for diagnostics)
+    failed: BaseException | None = None  # a permanent error: the cache is no longer kept up to date
 
-    def start(self) -> "PodWatch":
-        self.thread = threading.Thread(target=self._run, name="gpuconform-pod-watch", daemon=True)
+    def start(self, initial: list[dict] | None = None, resource_version: str | None = None) -> "Watch":
+        """Starts the watch thread; `initial` + `resource_version` reuse a LIST the caller already made."""
+        if initial is not None and resource_version:
+            for o in initial:
+                self.objects[o["metadata"]["name"]] = self.seen[o["metadata"]["name"]] = o
+        self.thread = threading.Thread(target=self._run, args=(resource_version if initial is not None else None,),
+                                       name=f"gpuconform-watch-{self.what}", daemon=True)
         self.thread.start()
         return self
 
-    def _run(self) -> None:
-        rv = None
+    def _run(self, rv: str | None) -> None:
         while not self.stopped:
             try:
                 if rv is None:
-                    lst = self.cluster.core.list_namespaced_pod(self.namespace, label_selector=self.selector,
-                                                                _request_timeout=self.cluster.request_timeout)
+                    lst = self.list_fn(*self.args, _request_timeout=self.cluster.request_timeout, **self.kwargs)
                     with self.cond:
-                        for p in lst.items:
-                            self.pods[p.metadata.name] = self.seen[p.metadata.name] = to_dict(self.cluster.api, p)
+                        fresh = {o.metadata.name: to_dict(self.cluster.api, o) for o in lst.items}
+                        self.objects = fresh
+                        self.seen.update(fresh)
+                        self.version += 1
                         self.cond.notify_all()
                     rv = lst.metadata.resource_version
                 w = kwatch.Watch()
-                for ev in w.stream(self.cluster.core.list_namespaced_pod, self.namespace, label_selector=self.selector,
-                                   resource_version=rv, timeout_seconds=60, allow_watch_bookmarks=True):
+                for ev in w.stream(self.list_fn, *self.args, resource_version=rv, timeout_seconds=WATCH_WINDOW_S,
+                                   allow_watch_bookmarks=True, _request_timeout=WATCH_WINDOW_S + 10, **self.kwargs):
                     if self.stopped:
                         w.stop()
                         break
@@ -231,52 +247,53 @@ class PodWatch:
                         continue
                     with self.cond:
                         if ev["type"] == "DELETED":
-                            self.pods.pop(obj.metadata.name, None)
+                            self.objects.pop(obj.metadata.name, None)
                         else:
-                            self.pods[obj.metadata.name] = self.seen[obj.metadata.name] = to_dict(self.cluster.api, obj)
+                            self.objects[obj.metadata.name] = self.seen[obj.metadata.name] = to_dict(self.cluster.api, obj)
+                        self.version += 1
                         self.cond.notify_all()
             except ApiException as e:
                 if e.status == 410:  # resourceVersion too old: relist
                     rv = None
                     continue
                 self.error = e
+                if e.status in PERMANENT_STATUS:
+                    with self.cond:
+                        self.failed = e
+                        self.stopped = True
+                        self.cond.notify_all()
+                    return
                 time.sleep(1)
             except Exception as e:  # noqa: BLE001 - connection drops: rewatch from the last version
                 self.error = e
                 time.sleep(1)
 
     def stop(self) -> None:
-        self.stopped = True
         with self.cond:
+            self.stopped = True
             self.cond.notify_all()
 
     def get(self, name: str) -> dict | None:
         with self.cond:
-            return self.pods.get(name)
+            return self.objects.get(name)
 
-    def wait(self, names: list[str], done: Callable[[dict], bool], timeout: float) -> dict[str, dict]:
-        """Waits until `done(pod)` holds for every pod in `names`; returns their last states.
-
-        Returns early (without raising) when a pod reaches a terminal phase, so the caller classifies it.
-        Raises PodWaitTimeout carrying the last states when `timeout` passes.
-        """
-        deadline = time.monotonic() + timeout
+    def changed(self, since: int, timeout: float) -> int:
+        """Blocks until the cache changed after version `since`, the watch stopped, or `timeout` passed."""
         with self.cond:
-            while True:
-                states = {n: self.pods.get(n) for n in names}
-                if all(p is not None and (done(p) or p.get("status", {}).get("phase") in TERMINAL)
-                       for p in states.values()):
-                    return states  # type: ignore[return-value]
-                now = time.monotonic()
-                if now >= deadline:
-                    raise PodWaitTimeout(timeout, {n: p for n, p in states.items()})
-                self.cond.wait(timeout=min(deadline - now, 1.0))
+            self.cond.wait_for(lambda: self.version != since or self.stopped, timeout=max(timeout, 0.0))
+            return self.version
+
+    def snapshot(self, names: tuple[str, ...] | list[str]) -> tuple[dict[str, dict | None], set[str]]:
+        """The named objects now, and those seen earlier but deleted since."""
+        with self.cond:
+            return ({n: self.objects.get(n) for n in names},
+                    {n for n in names if n in self.seen and n not in self.objects})
 
 
-class PodWaitTimeout(Exception):
-    def __init__(self, timeout: float, states: dict[str, dict | None]):
-        self.timeout, self.states = timeout, states
-        super().__init__(f"timed out after {timeout:.0f}s")
+def pod_watch(cluster: Cluster, namespace: str, selector: str) -> Watch:
+    """The watch over one namespace's pods carrying `selector` (started)."""
+    return Watch(cluster, cluster.core.list_namespaced_pod, (namespace,), {"label_selector": selector},
+                 what=f"pods-{namespace}").start()
 
 
 def describe(pod: dict | None) -> str:

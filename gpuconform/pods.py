@@ -159,6 +159,15 @@ def classify(pod: dict, events: list[dict], free_on_node: int | None = None) -> 
     return None
 
 
+def needs_events(pod: dict) -> bool:
+    """Whether `classify` needs the pod's events: it is unscheduled and its PodScheduled condition says no why."""
+    st = pod.get("status", {})
+    if st.get("phase") != "Pending":
+        return False
+    cond = next((c for c in st.get("conditions", []) or [] if c.get("type") == "PodScheduled"), None)
+    return cond is not None and cond.get("status") == "False" and not cond.get("message")
+
+
 def exit_code(pod: dict) -> int | None:
     for cs in pod.get("status", {}).get("containerStatuses", []) or []:
         t = (cs.get("state") or {}).get("terminated")

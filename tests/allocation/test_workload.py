@@ -41,6 +41,7 @@ def _evidence(seen):
             "mig": [m.uuid for g in seen.gpus for m in g.migs], "env": seen.env}
 
 
+@pytest.mark.gpus(1)
 def test_vector_add_succeeds_through_the_plugin(run, cfg, gpu_node, pod_runner, evidence):
     """MUST: a pod requesting one device of the node's GPU resource (a whole GPU, a time-sliced replica or a MIG
     device) runs the CUDA vector-add sample to 'Test PASSED' with exit code 0."""
@@ -57,6 +58,7 @@ def test_vector_add_succeeds_through_the_plugin(run, cfg, gpu_node, pod_runner, 
                   f"{pods.exit_code(state)}: {result.cause}; output tail: {log.strip()[-300:]!r}")
 
 
+@pytest.mark.gpus(2)
 def test_pods_see_exactly_the_gpus_they_request(run, cfg, gpu_node, pod_runner, evidence):
     """MUST: a pod requesting no GPU sees none; a pod requesting N devices sees exactly those N (whole GPUs:
     device nodes and nvidia-smi agree; MIG: N MIG devices; time-slicing: one replica, so one GPU)."""
@@ -80,6 +82,7 @@ def test_pods_see_exactly_the_gpus_they_request(run, cfg, gpu_node, pod_runner, 
         raise_for(finding.code, finding.message)
 
 
+@pytest.mark.gpus("all")
 def test_burst_allocates_every_free_gpu_once_and_one_more_waits(run, cfg, gpu_node, pod_runner, evidence):
     """MUST: N single-device pods created at once (N = free devices of the node's GPU resource) all run, each
     device held by no more pods than it may be (1; a time-sliced GPU: its replicas); pod N+1 stays Pending for

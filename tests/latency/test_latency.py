@@ -8,6 +8,7 @@ from gpuconform import latency, metrics, pods
 from gpuconform.reasons import skip_reason
 
 
+@pytest.mark.gpus("all")
 def test_gpu_pod_start_latency_is_under_thresholds(run, cfg, gpu_node, pod_runner, evidence, record_property):
     """MUST: for single GPU pods (burst.samples, one at a time) and a burst (all free GPUs at once), every
     configured percentile threshold holds: scheduleP99, startP50, startP99 (server timestamps) and
