@@ -89,10 +89,11 @@ DEFAULTS: dict[str, Any] = {
         "apiRequest": "30s",  # one API request
         "cleanup": "25s",  # deleting what the run created (also on SIGINT/SIGTERM)
     },
-    # qps/burst: the client's own rate limit (client-go's defaults are 5/10); the apiserver's API Priority and
-    # Fairness still applies. concurrency: checks running at once across nodes (fixtures/scheduler.py); on one
-    # node, checks that share its GPUs never overlap.
-    "limits": {"maxGpusPerNode": 8, "qps": 5.0, "burst": 10, "concurrency": 16},
+    # qps/burst: the client's own rate limit; client-go's defaults (5/10) would make concurrent checks queue on the
+    # client for most of a run, and the apiserver's API Priority and Fairness still protects the server.
+    # concurrency: checks running at once across nodes (fixtures/scheduler.py); on one node, checks that share
+    # its GPUs never overlap.
+    "limits": {"maxGpusPerNode": 8, "qps": 50.0, "burst": 100, "concurrency": 16},
     "coverage": {"minCertifiedFraction": 1.0},
     "nodeProbe": {"enabled": True},  # privileged hostPath probe for the plugin socket (optional)
     "keepNamespaceOnFailure": False,
