@@ -24,9 +24,9 @@ class Found:
     companions: list[str] = field(default_factory=list)  # namespace/name of companion pods seen and set aside
 
 
-def _owner_kind(pod: dict) -> str | None:
-    refs = pod.get("metadata", {}).get("ownerReferences") or []
-    return refs[0].get("kind") if refs else None
+def _owner(pod: dict) -> dict:
+    """The pod's first owner reference ({} when it has none)."""
+    return (pod.get("metadata", {}).get("ownerReferences") or [{}])[0]
 
 
 def device_plugin_mounts(pod: dict) -> list[str]:
@@ -48,8 +48,7 @@ def is_companion(pod: dict) -> bool:
     md = pod.get("metadata", {})
     words = [md.get("name", ""), *(md.get("labels") or {}).values(),
              *(c.get("name", "") for c in pod.get("spec", {}).get("containers") or [])]
-    owner = (md.get("ownerReferences") or [{}])[0].get("name", "")
-    words.append(owner)
+    words.append(_owner(pod).get("name", ""))
     return any(marker in w for w in words for marker in COMPANION_MARKERS)
 
 
@@ -80,13 +79,13 @@ def find_plugin_pods(pods_on_node: list[dict], vendor: str, namespace: str = "",
             continue
         lay = layout_of(p, vendor)
         mounts = device_plugin_mounts(p)
-        if not lay and not (mounts and _owner_kind(p) == "DaemonSet"):
+        if not lay and not (mounts and _owner(p).get("kind") == "DaemonSet"):
             continue
         if is_companion(p):
             companions.append(_name(p))
             continue
         plugins.append(p)
-        owner = (p["metadata"].get("ownerReferences") or [{}])[0]
+        owner = _owner(p)
         how = []
         if lay:
             layouts.add(lay.name)
