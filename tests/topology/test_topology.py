@@ -25,7 +25,7 @@ def test_kubelet_topology_and_cpu_manager_policies_are_as_expected(run, cfg, gpu
         raise_for("GPU-TOPOLOGY-POLICY", f"{gpu_node}: kubelet " + ", ".join(wrong))
 
 
-@pytest.mark.gpus(1)
+@pytest.mark.gpus("all")  # one GPU, but a rejection is only a verdict on a node whose GPUs are otherwise idle
 def test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node(run, cfg, gpu_node, pod_runner, evidence):
     """MUST: a Guaranteed pod with 1 exclusive CPU and 1 GPU is admitted, and its CPUs and GPU sit on one NUMA
     node (in-pod evidence: Cpus_allowed_list, node cpulists, the GPU's numa_node). numa_node -1 is N/A."""
