@@ -14,12 +14,14 @@ import math
 import re
 from typing import Any, Iterable
 
+from gpuconform import reasons
+
 OUTCOMES = ("passed", "failed", "error", "skipped")
 # Worst first: the outcome a matrix cell shows when several results share a (check, node).
 _SEVERITY = {"failed": 0, "error": 1, "passed": 2, "skipped": 3}
 
 STYLE = """<style>
-.gc-table{border-collapse:collapse;font:12px/1.4 sans-serif;margin:6px 0}
+.gc-table{border-collapse:collapse;font:12px/1.4 sans-serif;margin:6px 0;color:#222}
 .gc-table th,.gc-table td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
 .gc-table th{background:#f2f2f2}
 .gc-passed{background:#d4edda;color:#155724}
@@ -28,6 +30,12 @@ STYLE = """<style>
 .gc-skipped{background:#e9ecef;color:#495057}
 .gc-none{background:#fff;color:#999}
 .gc-reason{display:block;font:10px monospace}
+.gc-node{white-space:nowrap}
+.gc-pool{display:block;font-weight:normal;font-size:10px;color:#555}
+.gc-group th,.gc-total th{font-style:italic}
+.gc-group-names td{border-top:none;font-size:11px}
+.gc-names{margin:2px 0;max-width:120ch}
+.gc-legend{caption-side:bottom;text-align:left;font-size:11px;color:#555;padding-top:4px}
 .gc-note{font:12px sans-serif;color:#666;font-style:italic}
 .gc-config{font:11px monospace;background:#f8f8f8;padding:6px;border:1px solid #ddd}
 </style>"""
@@ -62,7 +70,7 @@ def _note(text: str) -> str:
     return f'<p class="gc-note">{_e(text)}</p>'
 
 
-# ---------------------------------------------------------------- outcome matrix
+# ---------------------------------------------------------------- outcome matrix and pool summary
 
 def outcome_counts(results: list[dict]) -> dict[str, int]:
     """Results per outcome; the four standard outcomes are always present."""
@@ -78,25 +86,58 @@ def worst(outcomes: Iterable[str]) -> str:
     return min(outcomes, key=lambda o: _SEVERITY.get(o, -1), default="none")
 
 
-def matrix_html(results: list[dict], nodes: list[str]) -> str:
-    """<table id="gc-matrix">: one row per check, one column per GPU node (plus 'cluster' for node-less results)."""
-    if not results:
-        return _note("no results")
-    columns: list[str | None] = list(dict.fromkeys(nodes))
-    columns += [n for n in dict.fromkeys(r.get("node") for r in results) if n is not None and n not in columns]
-    if any(r.get("node") is None for r in results):
-        columns.append(None)
-    cells: dict[tuple[str, str | None], list[dict]] = {}
+ALL_POOL = "all"  # the one pool when the summary names none
+_CLUSTER = "cluster"  # the matrix row of results that belong to no node
+_TITLE_MAX = 400  # characters of a message kept in a cell's title; the full text is in the test's row below
+_SHORT_MAX = 24  # characters of a check name kept in a column header
+
+
+def _natural(name: str) -> list:
+    """Sort key that puts gpu-node-2 before gpu-node-10."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name) if t]
+
+
+def _not_checked(r: dict) -> bool:
+    return r.get("outcome") == "skipped" and r.get("reason") == reasons.NOT_CHECKED
+
+
+def _rank(rs: list[dict]) -> int:
+    """0: a node with a failure, 1: with an error, 2: another non-pass (a skip that costs certification),
+    3: every result passed or is 'not checked' (also a node without results)."""
+    outcomes = {r.get("outcome") for r in rs if not (r.get("outcome") == "passed" or _not_checked(r))}
+    return 0 if "failed" in outcomes else 1 if "error" in outcomes else 2 if outcomes else 3
+
+
+def _by_node(results: list[dict], nodes: list[str]) -> dict[str | None, list[dict]]:
+    """Results per node: the listed GPU nodes first (also those without results), then any other node, then
+    None for results that belong to no node."""
+    out: dict[str | None, list[dict]] = {n: [] for n in nodes}
     for r in results:
-        cells.setdefault((r.get("check") or r.get("test", "?"), r.get("node")), []).append(r)
-    checks = list(dict.fromkeys(check for check, _ in cells))
-    head = "".join(f"<th>{_e('cluster' if n is None else n)}</th>" for n in columns)
-    rows = []
-    for check in checks:
-        tds = "".join(_cell(cells.get((check, n), [])) for n in columns)
-        rows.append(f"<tr><th>{_e(check)}</th>{tds}</tr>")
-    return (f'<table id="gc-matrix" class="gc-table"><thead><tr><th>check</th>{head}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table>")
+        out.setdefault(r.get("node"), []).append(r)
+    if None in out:
+        out[None] = out.pop(None)
+    return out
+
+
+def _pool_of(pools: dict[str, str] | None) -> Any:
+    if pools is None:
+        return lambda node: ALL_POOL
+    return lambda node: str(pools.get(node) or "unknown")
+
+
+def _short(check: str) -> str:
+    name = check.removeprefix("test_")
+    return name if len(name) <= _SHORT_MAX else name[:_SHORT_MAX - 1] + "\u2026"
+
+
+def _breakable(text: str) -> str:
+    """Escaped text that may wrap after an underscore (narrow column headers)."""
+    return "_<wbr/>".join(_e(part) for part in text.split("_"))
+
+
+def _title(text: str) -> str:
+    text = text if len(text) <= _TITLE_MAX else text[:_TITLE_MAX - 1] + "\u2026"
+    return _e(text).replace("\n", "&#10;")  # a line break that survives attribute normalisation
 
 
 def _cell(rs: list[dict]) -> str:
@@ -104,15 +145,171 @@ def _cell(rs: list[dict]) -> str:
         return '<td class="gc-none">&#8211;</td>'
     outcome = worst(r.get("outcome", "") for r in rs)
     css = f"gc-{outcome}" if outcome in OUTCOMES else "gc-none"
-    reasons = list(dict.fromkeys(r["reason"] for r in rs if r.get("reason")))
+    codes = list(dict.fromkeys(r["reason"] for r in rs if r.get("reason")))
+    text = _e(outcome) + (f" ({len(rs)})" if len(rs) > 1 else "")
+    text += "".join(f'<span class="gc-reason">{_e(c)}</span>' for c in codes)
+    if all(r.get("outcome") == "passed" for r in rs):
+        return f'<td class="{css}">{text}</td>'  # a pass needs no message: keeps the page small at scale
     if len(rs) == 1:
         title = rs[0].get("message") or ""
     else:
         title = "\n".join(f"{r.get('outcome')}: {r.get('message') or ''}" for r in rs)
-    text = _e(outcome) + (f" ({len(rs)})" if len(rs) > 1 else "")
-    text += "".join(f'<span class="gc-reason">{_e(c)}</span>' for c in reasons)
-    title = _e(title).replace("\n", "&#10;")  # a line break that survives attribute normalisation
-    return f'<td class="{css}" title="{title}">{text}</td>'
+    return f'<td class="{css}" title="{_title(title)}">{text}</td>'
+
+
+def _group_cell(cells: list[list[dict]]) -> str:
+    """One cell of a collapsed row: every node's results of this check passed, or are all 'not checked', or
+    none has a result."""
+    rs = [r for c in cells for r in c]
+    if not rs:
+        return '<td class="gc-none">&#8211;</td>'
+    if all(r.get("outcome") == "passed" for r in rs):
+        return '<td class="gc-passed">passed</td>'
+    messages = list(dict.fromkeys(str(r.get("message") or "") for r in rs if r.get("outcome") != "passed"))
+    more = f"\n(and {len(messages) - 3} other messages)" if len(messages) > 3 else ""
+    return (f'<td class="gc-skipped" title="{_title(chr(10).join(messages[:3]) + more)}">skipped'
+            f'<span class="gc-reason">{_e(reasons.NOT_CHECKED)}</span></td>')
+
+
+def matrix_html(results: list[dict], nodes: list[str], pools: dict[str, str] | None = None) -> str:
+    """<table id="gc-matrix">: one row per node, one column per check (short headers, full names in the legend).
+
+    Nodes with a failure come first, then those with an error, then those with another non-pass, each by name;
+    a row named 'cluster' holds the results of no node. Nodes whose results all passed (or are 'not checked')
+    are collapsed into one row per pool and pattern, with their names listed below it. Cells show the worst
+    outcome and the reason codes; only non-passed cells carry their message (title). `pools` maps node names
+    to a pool description (shown under each node name); without it every node is in pool 'all'.
+    """
+    if not results:
+        return _note("no results")
+    checks = list(dict.fromkeys(r.get("check") or r.get("test", "?") for r in results))
+    pool_of = _pool_of(pools)
+    full, groups = [], {}
+    for node, rs in _by_node(results, nodes).items():
+        cells = {c: [] for c in checks}
+        for r in rs:
+            cells[r.get("check") or r.get("test", "?")].append(r)
+        rank = _rank(rs)
+        if node is None or rank < 3:
+            full.append((rank, _natural(node or _CLUSTER), node, cells))
+        else:
+            state = tuple("none" if not c else "passed" if all(r.get("outcome") == "passed" for r in c)
+                          else "not checked" for c in cells.values())
+            groups.setdefault((pool_of(node), state), []).append((node, cells))
+    ncol = len(checks) + 1
+    rows = []
+    for _, _, node, cells in sorted(full, key=lambda t: t[:2]):
+        if node is None:
+            head = f'<th class="gc-node" title="results that belong to no node">{_CLUSTER}</th>'
+        else:
+            pool = f'<span class="gc-pool">{_e(pool_of(node))}</span>' if pools is not None else ""
+            head = f'<th class="gc-node">{_e(node)}{pool}</th>'
+        rows.append(f"<tr>{head}{''.join(_cell(cells[c]) for c in checks)}</tr>")
+    for (pool, state), members in sorted(groups.items(), key=lambda g: (_natural(g[0][0]), -len(g[1]))):
+        names = sorted((n for n, _ in members), key=_natural)
+        seen = set(state) - {"none"}  # a check a node has no result for is no finding
+        what = "no results" if not seen else "all passed" if seen == {"passed"} else "all passed or not checked"
+        label = f"{len(names)} node{'s' if len(names) != 1 else ''}, {what}"
+        pool_line = f'<span class="gc-pool">{_e(pool)}</span>' if pools is not None else ""
+        tds = "".join(_group_cell([cells[c] for _, cells in members]) for c in checks)
+        rows.append(f'<tr class="gc-group"><th class="gc-node">{_e(label)}{pool_line}</th>{tds}</tr>'
+                    f'<tr class="gc-group-names"><td colspan="{ncol}"><details><summary>{_e(label)}: names'
+                    f'</summary><p class="gc-names">{_e(", ".join(names))}</p></details></td></tr>')
+    head = "".join(f'<th title="{_e(c)}">{_breakable(_short(c))}</th>' for c in checks)
+    legend = "; ".join(f"<code>{_e(_short(c))}</code> {_e(c)}" for c in checks)
+    return (f'<table id="gc-matrix" class="gc-table"><caption class="gc-legend">columns: {legend}</caption>'
+            f"<thead><tr><th>node</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+_POOL_COLUMNS = (("nodes", "GPU nodes in the pool"),
+                 ("certified", "every check passed (or is not checked)"),
+                 ("with a failure", "nodes with at least one failed result"),
+                 ("with an error", "nodes with at least one error"),
+                 ("skipped only", "no failure or error, but a skip that costs certification"),
+                 *((o, f"{o} results") for o in OUTCOMES))
+
+
+def pool_summary_html(results: list[dict], nodes: list[str], certified: list[str] | None = None,
+                      pools: dict[str, str] | None = None) -> str:
+    """<table id="gc-pools">: per GPU pool, its nodes, how many are certified, have a failure, an error or only
+    skips, and its results per outcome; a 'cluster' row for results of no node and a total when there are
+    several rows. `certified` is the summary's certified_nodes (worked out from the results when None)."""
+    by_node = _by_node(results, nodes)
+    if certified is None:
+        certified = [n for n, rs in by_node.items() if n is not None
+                     and reasons.certified([(r.get("outcome"), r.get("reason")) for r in rs])]
+    cert = set(certified)
+    pool_of = _pool_of(pools)
+    rows: dict[str, list[int]] = {}
+    for node, rs in by_node.items():
+        if node is None:
+            continue
+        counts = outcome_counts(rs)
+        outcomes = {r.get("outcome") for r in rs}
+        row = rows.setdefault(pool_of(node), [0] * len(_POOL_COLUMNS))
+        flags = [1, node in cert, "failed" in outcomes, "error" in outcomes,
+                 node not in cert and "skipped" in outcomes and not outcomes & {"failed", "error"}]
+        for i, v in enumerate([*map(int, flags), *(counts[o] for o in OUTCOMES)]):
+            row[i] += v
+    if not rows and None not in by_node:
+        return _note("no GPU nodes and no results")
+    body = [(pool, row) for pool, row in sorted(rows.items(), key=lambda kv: _natural(kv[0]))]
+    if None in by_node:
+        counts = outcome_counts(by_node[None])
+        body.append((None, [None] * 5 + [counts[o] for o in OUTCOMES]))
+    trs = []
+    for pool, row in body:
+        name = f"<i>{_CLUSTER}</i> (results of no node)" if pool is None else _e(pool)
+        trs.append(f"<tr><th>{name}</th>{''.join(_count_cell(i, v) for i, v in enumerate(row))}</tr>")
+    if len(body) > 1:
+        total = [sum(r[i] or 0 for _, r in body) for i in range(len(_POOL_COLUMNS))]
+        trs.append(f"<tr class=\"gc-total\"><th>total</th>{''.join(_count_cell(i, v) for i, v in enumerate(total))}</tr>")
+    head = "".join(f'<th title="{_e(tip)}">{_e(name)}</th>' for name, tip in _POOL_COLUMNS)
+    return (f'<table id="gc-pools" class="gc-table"><thead><tr><th>GPU pool</th>{head}</tr></thead>'
+            f"<tbody>{''.join(trs)}</tbody></table>")
+
+
+_COUNT_CSS = {1: "gc-passed", 2: "gc-failed", 3: "gc-error", 4: "gc-skipped", 6: "gc-failed", 7: "gc-error", 8: "gc-skipped"}
+
+
+def _count_cell(i: int, v: int | None) -> str:
+    if v is None:
+        return '<td class="gc-none">&#8211;</td>'
+    css = _COUNT_CSS.get(i) if v else None
+    return f'<td class="{css}">{v}</td>' if css else f"<td>{v}</td>"
+
+
+# pytest-html draws its results table with JavaScript, one row per test, at about a millisecond a row: 12,000
+# rows (1,000 nodes x 12 checks) take over 10 s. Above this many results the page opens with the passed rows
+# (and, if what is left is still above it, the skipped rows) not drawn; ticking the outcome in pytest-html's
+# filter draws them. Failures and errors are always drawn, and every row's data stays in the page.
+ROWS_DRAWN_UP_TO = 1000
+# pytest-html's filter names (its possibleFilters), in its order.
+_HTML_OUTCOMES = ("passed", "skipped", "failed", "error", "xfailed", "xpassed", "rerun")
+# Runs before pytest-html's script, which reads its filter from the address (?visible=...): unless the address
+# already says what to show, it shows VISIBLE.
+_FILTER_SCRIPT = ("<script>(() => {{ const u = new URL(location.href); if (!u.searchParams.has('visible')) {{ "
+                  "u.searchParams.set('visible', '{visible}'); history.replaceState(history.state, '', u.href) }} }})()"
+                  "</script>")
+
+
+def undrawn_rows_html(counts: dict[str, int], limit: int = ROWS_DRAWN_UP_TO) -> str:
+    """Above `limit` results (`counts` from outcome_counts): the script that opens the page with the passed (and
+    if need be the skipped) rows not drawn, and a note saying so; else nothing."""
+    total = sum(counts.values())
+    if total <= limit:
+        return ""
+    hidden = [o for o in ("passed", "skipped") if counts.get(o)]
+    if "skipped" in hidden and total - counts.get("passed", 0) <= limit:
+        hidden.remove("skipped")
+    if not hidden:
+        return ""
+    visible = ",".join(o for o in _HTML_OUTCOMES if o not in hidden)
+    what = " and ".join(f"{counts[o]} {o}" for o in hidden)
+    ticks = " and ".join(o.capitalize() for o in hidden)
+    return _FILTER_SCRIPT.format(visible=visible) + (
+        f'<p id="gc-undrawn" class="gc-note">{_e(what)} results are not drawn in the results table when the page '
+        f"opens; tick {_e(ticks)} below to draw them (slow at this size). The matrix above lists every node.</p>")
 
 
 # ---------------------------------------------------------------- latency plots

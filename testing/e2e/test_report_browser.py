@@ -11,17 +11,12 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
-import socket
-import subprocess
 import time
-import urllib.request
 
 import pytest
-import websocket
 from bedtools import KUBECONFIG, ROOT, run_pytest
+from chromium import CHROMIUM, chromium
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SHOT = ROOT / "reports" / "browser-selftest.png"
 
 pytestmark = [pytest.mark.e2e,
@@ -56,29 +51,6 @@ PROBE_JS = """
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class DevTools:
-    """Just enough of the Chrome DevTools protocol: navigate, evaluate, screenshot."""
-
-    def __init__(self, ws_url: str):
-        self.ws = websocket.create_connection(ws_url, timeout=60, suppress_origin=True)
-        self.next_id = 0
-
-    def call(self, method: str, **params):
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:
-            msg = json.loads(self.ws.recv())
-            if msg.get("id") == self.next_id:
-                assert "error" not in msg, msg
-                return msg["result"]
-
-
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
@@ -90,27 +62,9 @@ def report(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    port = free_port()
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    proc = subprocess.Popen([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                             "--disable-dev-shm-usage", f"--user-data-dir={profile}", f"--remote-debugging-port={port}",
-                             "--remote-allow-origins=*", "--window-size=1400,2400", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        end = time.monotonic() + 60
-        while True:
-            try:
-                pages = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json", timeout=2).read())
-                page = next(p for p in pages if p.get("type") == "page")
-                break
-            except Exception:  # noqa: BLE001 - not up yet
-                assert time.monotonic() < end and proc.poll() is None, "chromium did not start"
-                time.sleep(0.5)
-        yield DevTools(page["webSocketDebuggerUrl"])
-    finally:
-        proc.kill()
-        proc.wait()
+def browser():
+    with chromium() as devtools:
+        yield devtools
 
 
 def test_report_shows_matrix_plots_and_evidence_in_a_browser(report, browser):

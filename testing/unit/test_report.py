@@ -1,4 +1,4 @@
-"""report: HTML fragments (outcome matrix, latency plots and table, environment) and redact."""
+"""report: HTML fragments (pool summary, node x check matrix, latency plots and table, environment) and redact."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 
 from gpuconform import report
 from gpuconform.report import (environment_html, is_secret_key, latency_cdf_svg, matrix_html, outcome_counts,
-                               percentile_table_html, phase_breakdown_svg, redact)
+                               percentile_table_html, phase_breakdown_svg, pool_summary_html,
+                               redact, undrawn_rows_html)
 
 SVG = "{http://www.w3.org/2000/svg}"
 THRESHOLDS = {"scheduleP99": 5.0, "startP50": 5.0, "startP99": 10.0, "allocateP99": 1.0}
@@ -72,27 +73,115 @@ def test_outcome_counts():
     assert outcome_counts([]) == {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
 
 
-def test_matrix_one_row_per_check_and_cell_classes():
+LATENCY_CHECK = "test_gpu_pod_start_latency_is_under_thresholds"
+
+
+def _text(el: ET.Element) -> str:
+    return "".join(el.itertext())
+
+
+def _matrix_rows(table: ET.Element) -> list[tuple[str, list[str]]]:
+    """(row header: node name or group label, cell classes) per matrix row, without the rows that list a group's
+    node names."""
+    return [(tr[0].text, [td.get("class") for td in tr[1:]]) for tr in table.find("tbody")
+            if tr.get("class") != "gc-group-names"]
+
+
+def _names(table: ET.Element) -> list[list[str]]:
+    return [_text(tr.find("td/details/p")).split(", ") for tr in table.find("tbody")
+            if tr.get("class") == "gc-group-names"]
+
+
+def _fleet(n: int, checks: list[str], bad: dict[tuple[str, str], tuple[str, str, str]]) -> list[dict]:
+    """n nodes gpu-node-0.. x checks, all passed except bad[(check, node)] = (outcome, reason, message)."""
+    out = []
+    for i in range(n):
+        node = f"gpu-node-{i}"
+        for c in checks:
+            outcome, reason, message = bad.get((c, node), ("passed", None, f"{node}: fine"))
+            out.append(_result(c, node, outcome, reason, message))
+    return out
+
+
+def test_matrix_one_row_per_node_one_column_per_check():
     out = matrix_html(RESULTS, ["gpu-node-0", "gpu-node-1"])
     table = ET.fromstring(out)  # the fragment is well-formed
     assert table.get("id") == "gc-matrix"
-    assert [th.text for th in table.find("thead/tr")] == ["check", "gpu-node-0", "gpu-node-1", "cluster"]
-    rows = {tr[0].text: [td.get("class") for td in tr[1:]] for tr in table.find("tbody")}
-    assert rows == {
-        "test_allocatable_matches_hardware": ["gc-passed", "gc-failed", "gc-none"],
-        "test_gpu_pod_start_latency_is_under_thresholds": ["gc-passed", "gc-error", "gc-none"],
-        "test_plugin_daemonset_ready": ["gc-none", "gc-none", "gc-passed"],
-        "test_kubelet_socket_present": ["gc-skipped", "gc-none", "gc-none"],
-    }
-    failed = table.find("tbody")[0][2]
+    head = table.find("thead/tr")
+    assert [_text(th) for th in head] == ["node", "allocatable_matches_har\u2026", "gpu_pod_start_latency_i\u2026",
+                                          "plugin_daemonset_ready", "kubelet_socket_present"]
+    assert [th.get("title") for th in head[1:]] == [
+        "test_allocatable_matches_hardware", LATENCY_CHECK, "test_plugin_daemonset_ready",
+        "test_kubelet_socket_present"]
+    legend = _text(table.find("caption"))  # the full names stay visible: the browser self-test looks for one
+    assert all(c in legend for c in ("test_allocatable_matches_hardware", LATENCY_CHECK))
+    assert LATENCY_CHECK in _text(table)
+    # gpu-node-1 failed; gpu-node-0 passed everything but one 'not checked' skip, so it is collapsed.
+    assert _matrix_rows(table) == [
+        ("gpu-node-1", ["gc-failed", "gc-error", "gc-none", "gc-none"]),
+        ("cluster", ["gc-none", "gc-none", "gc-passed", "gc-none"]),
+        ("1 node, all passed or not checked", ["gc-passed", "gc-passed", "gc-none", "gc-skipped"]),
+    ]
+    failed = table.find("tbody")[0][1]
     assert failed.get("title") == "16 GPUs advertised, 8 present (sharing.replicas=2 not expected)"
-    assert "GPU-F04-OVERADVERTISED" in "".join(failed.itertext())
+    assert "GPU-F04-OVERADVERTISED" in _text(failed)
+    skipped = table.find("tbody")[2][4]
+    assert skipped.get("title") == "nodeProbe.enabled is false: socket not checked"
+    assert "ENV-NOT-CHECKED" in _text(skipped)
+    assert _names(table) == [["gpu-node-0"]]
 
 
-def test_matrix_without_cluster_results_has_no_cluster_column_and_keeps_unlisted_nodes():
-    rs = [_result("test_a", "gpu-node-0", "passed"), _result("test_a", "gpu-node-9", "failed", "GPU-F02-CAPACITY-ZERO")]
-    table = ET.fromstring(matrix_html(rs, ["gpu-node-0"]))
-    assert [th.text for th in table.find("thead/tr")] == ["check", "gpu-node-0", "gpu-node-9"]
+def test_matrix_orders_failures_then_errors_then_skips_by_name():
+    checks = ["test_a", "test_b"]
+    rs = _fleet(12, checks, {
+        ("test_a", "gpu-node-10"): ("failed", "GPU-F02-CAPACITY-ZERO", "capacity 0"),
+        ("test_b", "gpu-node-2"): ("error", "ENV-API", "API unreachable"),
+        ("test_a", "gpu-node-3"): ("skipped", "GPU-F07-BUSY", "no free GPU"),
+        ("test_a", "gpu-node-1"): ("error", "ENV-API", "API unreachable"),
+        ("test_b", "gpu-node-1"): ("failed", "GPU-F02-CAPACITY-ZERO", "capacity 0"),
+        ("test_b", "gpu-node-9"): ("failed", "GPU-F02-CAPACITY-ZERO", "capacity 0"),
+    })
+    table = ET.fromstring(matrix_html(rs, [f"gpu-node-{i}" for i in range(12)]))
+    assert [name for name, _ in _matrix_rows(table)] == ["gpu-node-1", "gpu-node-9", "gpu-node-10", "gpu-node-2",
+                                                  "gpu-node-3", "7 nodes, all passed"]
+    assert _matrix_rows(table)[0][1] == ["gc-error", "gc-failed"]
+
+
+def test_matrix_collapses_nodes_that_passed_everything_per_pool():
+    checks = ["test_a", "test_b", "test_c"]
+    rs = _fleet(9, checks, {("test_b", "gpu-node-4"): ("failed", "GPU-F02-CAPACITY-ZERO", "capacity 0")})
+    pools = {f"gpu-node-{i}": "a100 x8" if i % 3 else "l4 x1" for i in range(9)}
+    out = matrix_html(rs, [f"gpu-node-{i}" for i in range(9)], pools)
+    table = ET.fromstring(out)
+    assert _matrix_rows(table) == [("gpu-node-4", ["gc-passed", "gc-failed", "gc-passed"]),
+                                   ("5 nodes, all passed", ["gc-passed"] * 3),
+                                   ("3 nodes, all passed", ["gc-passed"] * 3)]
+    # The pool, under the node name or the group's label.
+    assert [_text(tr.find("th/span")) for tr in table.find("tbody") if tr.find("th") is not None] == [
+        "a100 x8", "a100 x8", "l4 x1"]
+    assert _names(table) == [["gpu-node-1", "gpu-node-2", "gpu-node-5", "gpu-node-7", "gpu-node-8"],
+                             ["gpu-node-0", "gpu-node-3", "gpu-node-6"]]
+    names = table.find("tbody")[2].find("td")
+    assert names.get("colspan") == "4" and names.find("details/summary") is not None
+    # Passed cells never carry a message; collapsed nodes are no table cells of their own.
+    assert all(td.get("title") is None for td in table.iter("td") if td.get("class") == "gc-passed")
+    assert "fine" not in out
+    assert [_text(th) for th in table.iter("th")].count("gpu-node-1") == 0
+
+
+def test_matrix_keeps_not_checked_apart_from_passed_and_skips_that_cost_certification_in_full():
+    checks = ["test_metrics", "test_numa"]
+    bad = {("test_metrics", f"gpu-node-{i}"): ("skipped", "ENV-NOT-CHECKED", "nodes/proxy not granted")
+           for i in range(4)}
+    bad[("test_numa", "gpu-node-5")] = ("skipped", "GPU-NUMA-NA", "gpu-node-5: numa_node = -1")
+    table = ET.fromstring(matrix_html(_fleet(6, checks, bad), [f"gpu-node-{i}" for i in range(6)] + ["gpu-node-9"]))
+    assert _matrix_rows(table) == [("gpu-node-5", ["gc-passed", "gc-skipped"]),
+                            ("4 nodes, all passed or not checked", ["gc-skipped", "gc-passed"]),
+                            ("1 node, all passed", ["gc-passed", "gc-passed"]),
+                            ("1 node, no results", ["gc-none", "gc-none"])]
+    assert table.find("tbody")[0][2].get("title") == "gpu-node-5: numa_node = -1"
+    assert table.find("tbody")[1][1].get("title") == "nodes/proxy not granted"
+    assert _names(table) == [[f"gpu-node-{i}" for i in range(4)], ["gpu-node-4"], ["gpu-node-9"]]
 
 
 def test_matrix_cell_with_several_results_shows_the_worst():
@@ -100,21 +189,146 @@ def test_matrix_cell_with_several_results_shows_the_worst():
           {**_result("test_mig", "gpu-node-0", "failed", "GPU-F04-UNDERADVERTISED", "1 of 7 missing"),
            "test": "tests/x.py::test_mig[gpu-node-0-mixed]"}]
     td = ET.fromstring(matrix_html(rs, ["gpu-node-0"])).find("tbody/tr")[1]
-    assert td.get("class") == "gc-failed"
+    assert td.get("class") == "gc-failed" and _text(td).startswith("failed (2)")
     assert td.get("title") == "passed: ok\nfailed: 1 of 7 missing"
 
 
+def test_matrix_cuts_long_messages_in_titles():
+    rs = [_result("test_a", "gpu-node-0", "failed", "GPU-F08-PLUGIN-CRASHLOOP", "x" * 5000)]
+    td = ET.fromstring(matrix_html(rs, ["gpu-node-0"])).find("tbody/tr")[1]
+    assert len(td.get("title")) == report._TITLE_MAX and td.get("title").endswith("\u2026")
+
+
 def test_matrix_escapes_messages_and_names():
-    rs = [_result("test_<b>", "gpu-node-0", "failed", "GPU-F01-NOT-REGISTERED",
-                  'plugin log: <script>alert("x")</script> & more')]
-    out = matrix_html(rs, ["gpu-node-0"])
-    assert "<script>" not in out and "<b>" not in out
+    rs = [_result("test_<b>", "gpu-<i>-0", "failed", "GPU-F01-NOT-REGISTERED",
+                  'plugin log: <script>alert("x")</script> & more'),
+          _result("test_<b>", "gpu-&-1", "passed")]
+    out = matrix_html(rs, ["gpu-<i>-0", "gpu-&-1"], {"gpu-<i>-0": "<script>pool</script>", "gpu-&-1": "p&q"})
+    assert "<script>" not in out and "<b>" not in out and "<i>-" not in out
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; more" in out
-    assert ET.fromstring(out).find("tbody/tr")[1].get("title") == 'plugin log: <script>alert("x")</script> & more'
+    table = ET.fromstring(out)
+    assert table.find("tbody/tr")[1].get("title") == 'plugin log: <script>alert("x")</script> & more'
+    assert _text(table.find("tbody/tr/th")) == "gpu-<i>-0<script>pool</script>"
+    assert _names(table) == [["gpu-&-1"]]
+    assert _text(table.find("thead/tr")[1]) == "<b>" and "test_<b>" in _text(table.find("caption"))
 
 
 def test_matrix_empty():
     assert "no results" in matrix_html([], ["gpu-node-0"])
+
+
+# ---------------------------------------------------------------- summary by pool
+
+def _pool_rows(out: str) -> dict[str, list[str]]:
+    table = ET.fromstring(out)
+    assert table.get("id") == "gc-pools"
+    assert [_text(th) for th in table.find("thead/tr")] == [
+        "GPU pool", "nodes", "certified", "with a failure", "with an error", "skipped only", "passed", "failed",
+        "error", "skipped"]
+    return {_text(tr[0]): [_text(td) for td in tr[1:]] for tr in table.find("tbody")}
+
+
+def test_pool_summary_counts_nodes_and_outcomes_per_pool():
+    checks = ["test_a", "test_b", "test_c"]
+    rs = _fleet(10, checks, {
+        ("test_a", "gpu-node-0"): ("failed", "GPU-F02-CAPACITY-ZERO", ""),
+        ("test_b", "gpu-node-0"): ("error", "ENV-API", ""),
+        ("test_c", "gpu-node-3"): ("error", "ENV-API", ""),
+        ("test_b", "gpu-node-6"): ("skipped", "GPU-F07-BUSY", ""),
+        ("test_c", "gpu-node-9"): ("skipped", "ENV-NOT-CHECKED", ""),  # certified all the same
+    }) + [_result("test_daemonset", None, "passed")]
+    nodes = [f"gpu-node-{i}" for i in range(10)]
+    pools = {n: "h100 (MIG mixed)" if i < 4 else "a100 x8" for i, n in enumerate(nodes)}
+    certified = [n for n in nodes if n not in ("gpu-node-0", "gpu-node-3", "gpu-node-6")]
+    rows = _pool_rows(pool_summary_html(rs, nodes, certified, pools))
+    assert rows == {
+        "a100 x8": ["6", "5", "0", "0", "1", "16", "0", "0", "2"],
+        "h100 (MIG mixed)": ["4", "2", "1", "2", "0", "9", "1", "2", "0"],
+        "cluster (results of no node)": ["\u2013"] * 5 + ["1", "0", "0", "0"],
+        "total": ["10", "7", "1", "2", "1", "26", "1", "2", "2"],
+    }
+    # Without certified_nodes (no run) the same verdicts are worked out from the results.
+    assert _pool_rows(pool_summary_html(rs, nodes, None, pools)) == rows
+
+
+def test_pool_summary_without_pools_is_one_pool_all():
+    rs = _fleet(3, ["test_a"], {("test_a", "gpu-node-1"): ("failed", "GPU-F02-CAPACITY-ZERO", "")})
+    rows = _pool_rows(pool_summary_html(rs, ["gpu-node-0", "gpu-node-1", "gpu-node-2", "gpu-node-3"], None))
+    assert rows == {"all": ["4", "2", "1", "0", "0", "2", "1", "0", "0"]}  # gpu-node-3: no results, not certified
+    assert "no GPU nodes" in pool_summary_html([], [])
+
+
+def test_pool_summary_escapes_pool_names():
+    rs = [_result("test_a", "n0", "passed")]
+    out = pool_summary_html(rs, ["n0"], ["n0"], {"n0": '<img src=x onerror="alert(1)">'})
+    assert "<img" not in out
+    assert list(_pool_rows(out)) == ['<img src=x onerror="alert(1)">']
+
+
+# ---------------------------------------------------------------- at scale
+
+SCALE_CHECKS = ["test_plugin_pod_is_ready_and_not_crash_looping", "test_gpu_resource_is_in_node_capacity",
+                "test_kubelet_counts_the_plugin_registration", "test_plugin_socket_exists_in_device_plugins_dir",
+                "test_gpu_operator_validation_passed_on_the_node", "test_advertised_gpus_match_the_hardware",
+                "test_vector_add_succeeds_through_the_plugin", "test_pods_see_exactly_the_gpus_they_request",
+                "test_burst_allocates_every_free_gpu_once_and_one_more_waits",
+                "test_kubelet_topology_and_cpu_manager_policies_are_as_expected",
+                "test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node", LATENCY_CHECK]
+
+
+@pytest.mark.parametrize("nodes_proxy", [True, False], ids=["nodes-proxy", "no-nodes-proxy"])
+def test_a_thousand_nodes_stay_small(nodes_proxy):
+    """1,000 GPU nodes x 12 checks, 3 pools, about 2 % of nodes not passing: pool summary + matrix < 150 KB."""
+    bad = {}
+    for i in range(1000):
+        node = f"gpu-node-{i}"
+        if i % 97 == 13:
+            bad[("test_advertised_gpus_match_the_hardware", node)] = (
+                "failed", "GPU-F04-OVERADVERTISED", f"{node}: capacity 16, expected 8 from nvidia.com/gpu.count=8 "
+                "x replicas 1 (sharing.timeSlicing.replicas=2 in the plugin config?)")
+        if i % 149 == 7:
+            bad[("test_vector_add_succeeds_through_the_plugin", node)] = (
+                "error", "GPU-F14-IMAGE-PULL", f"{node}: ImagePullBackOff nvcr.io/nvidia/k8s/cuda-sample:"
+                "vectoradd-cuda12.5.0: dial tcp: lookup nvcr.io: i/o timeout")
+        if not nodes_proxy:
+            bad[("test_kubelet_counts_the_plugin_registration", node)] = (
+                "skipped", "ENV-NOT-CHECKED", "nodes/proxy not granted: kubelet metrics not checked")
+    nodes = [f"gpu-node-{i}" for i in range(1000)]
+    rs = _fleet(1000, SCALE_CHECKS, bad)
+    pools = {n: ("nvidia.com/gpu x8 (plain)", "nvidia.com/mig-1g.10gb x56 (MIG mixed)",
+                 "nvidia.com/gpu.shared x4 (time-slicing)")[i % 3] for i, n in enumerate(nodes)}
+    matrix = matrix_html(rs, nodes, pools)
+    summary = pool_summary_html(rs, nodes, None, pools)
+    size = len((matrix + summary).encode())
+    assert size < 150_000, size  # about 32 KB
+    table = ET.fromstring(matrix)
+    rows = _matrix_rows(table)
+    failing = {n for (_, n), (outcome, _, _) in bad.items() if outcome != "skipped"}
+    failed = {n for (_, n), (outcome, _, _) in bad.items() if outcome == "failed"}
+    assert [name for name, _ in rows[:len(failing)]] == sorted(
+        failing, key=lambda n: (n not in failed, int(n.rsplit("-", 1)[1])))
+    assert len(rows) == len(failing) + 3  # one collapsed row per pool
+    assert sum(len(names) for names in _names(table)) == 1000 - len(failing)
+    assert _pool_rows(summary)["total"][:2] == ["1000", str(1000 - len(failing))]
+
+
+def _visible(out: str) -> list[str]:
+    assert out.startswith("<script>")
+    return out.split("set('visible', '")[1].split("'")[0].split(",")
+
+
+def test_rows_are_drawn_on_demand_above_the_limit():
+    limit = report.ROWS_DRAWN_UP_TO
+    assert undrawn_rows_html({"passed": limit, "failed": 0, "error": 0, "skipped": 0}) == ""
+    out = undrawn_rows_html({"passed": limit - 5, "failed": 3, "error": 2, "skipped": 1})
+    assert _visible(out) == ["skipped", "failed", "error", "xfailed", "xpassed", "rerun"]
+    assert f"{limit - 5} passed results are not drawn" in out and "tick Passed below" in out
+    # Still too many without the passes: the skips wait too; failures and errors are always drawn.
+    out = undrawn_rows_html({"passed": 5000, "failed": 10, "error": 2, "skipped": 2000})
+    assert _visible(out) == ["failed", "error", "xfailed", "xpassed", "rerun"]
+    assert "5000 passed and 2000 skipped results" in out and "tick Passed and Skipped below" in out
+    assert undrawn_rows_html({"passed": 0, "failed": 3000, "error": 0, "skipped": 0}) == ""
+    assert undrawn_rows_html({"passed": 3, "failed": 0, "error": 0, "skipped": 0}, limit=2) != ""
 
 
 def test_style_is_scoped():
