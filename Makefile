@@ -7,10 +7,11 @@ export KUBECONFIG := $(CURDIR)/.localcluster/kubeconfig
 SUITE_ARGS := --gpuconform-config localcluster/gpuconform.yaml
 APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static openssl iproute2 chromium
 
-.PHONY: gotest bench lint help deps cluster-up cluster-down cluster-status faults fault fault-clear bed test unit demo suite cleanup
+.PHONY: gotest bench bench-scale lint help deps cluster-up cluster-down cluster-status faults fault fault-clear bed test unit demo suite cleanup
 
 help:
 	@echo "make demo | test | cluster-up | cluster-down | cluster-status | bed PROFILE=... LAYOUT=... | faults | fault NAME=... | fault-clear | cleanup"
+	@echo "make bench | bench-scale [N=1000]"
 
 deps: $(VENV)/.installed
 	@for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -73,6 +74,12 @@ demo: cluster-up suite
 # Wall time vs critical path and API request count of one healthy suite run (figures printed, not asserted).
 bench: cluster-up
 	$(PY) testing/bench.py
+
+# The same at scale: N kwok GPU nodes (default 1000) over the three kwok pools, the node-level checks
+# (-k "advertised or capacity") on all of them, figures printed; the nodes are removed afterwards, also on Ctrl-C.
+N ?= 1000
+bench-scale: cluster-up
+	$(PY) testing/bench.py --scale $(N)
 
 cleanup: deps
 	$(PY) -m fixtures.plugin

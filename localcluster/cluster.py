@@ -518,9 +518,10 @@ def node_ready(kubectl: Kubectl, name: str) -> bool:
     return out.strip() == "True"
 
 
-def gfd_labels(count: int, product: str = GPU_PRODUCT, replicas: int = 1) -> dict[str, str]:
+def gfd_labels(count: int, product: str = GPU_PRODUCT) -> dict[str, str]:
+    """GPU Feature Discovery's labels for whole, unshared GPUs; shapes.gfd_labels adds those of a pool shape."""
     return {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": str(count),
-            "nvidia.com/gpu.product": product.replace(" ", "-"), "nvidia.com/gpu.replicas": str(replicas),
+            "nvidia.com/gpu.product": product.replace(" ", "-"), "nvidia.com/gpu.replicas": "1",
             "nvidia.com/gpu.sharing-strategy": "none", "nvidia.com/mig.strategy": "none",
             "nvidia.com/gpu.memory": "40960", "nvidia.com/gpu.family": "ampere",
             "nvidia.com/cuda.driver-version.full": DRIVER, "nvidia.com/cuda.runtime-version.full": CUDA}
@@ -638,33 +639,30 @@ def wait_plugin_registered(kubectl: Kubectl) -> None:
 # ---------------------------------------------------------------- kwok
 
 # The kwok pool imitates what GPU Feature Discovery and the NVIDIA plugin publish for three setups, so the
-# suite's sharing and MIG rules run end to end against real Node objects: whole GPUs, time-slicing with 4
-# replicas (nvidia.com/gpu = 4 x 4), and MIG strategy mixed (each A100-40GB as 1x 3g.20gb + 2x 1g.5gb).
-KWOK_POOLS = ["plain", "time-slicing", "mig-mixed"]
-TS_REPLICAS = 4
-MIG_MIXED = {"mig-3g.20gb": 1, "mig-1g.5gb": 2}  # per GPU
+# suite's sharing and MIG rules run end to end against real Node objects: whole GPUs, time-slicing and MIG
+# strategy mixed. Each shape (labels, resources) is the shapes.py profile of that name, as on the real node.
+KWOK_POOLS = ("plain", "time-slicing", "mig-mixed")  # shapes.PROFILES, node i gets KWOK_POOLS[i % 3]
+# The operator layout's node labels: the operator's nvidia.com/gpu.present (which the validator DaemonSet and
+# GPU node discovery follow) plus NFD's pci-10de label. kwok nodes run no plugin pod (the plugin's affinity
+# keeps type=kwok out), so no plugin layout applies to them beyond these labels.
+KWOK_LAYOUT = "operator"
+KWOK_NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "1Ti"}
 
 
-def kwok_node(i: int) -> dict:
-    name = f"kwok-gpu-{i}"
-    pool = KWOK_POOLS[i % len(KWOK_POOLS)]
-    res = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "1Ti"}
-    labels = gfd_labels(GPUS)
-    if pool == "plain":
-        res[RESOURCE] = str(GPUS)
-    elif pool == "time-slicing":
-        res[RESOURCE] = str(GPUS * TS_REPLICAS)
-        labels.update({"nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": str(TS_REPLICAS)})
-    else:
-        labels["nvidia.com/mig.strategy"] = "mixed"
-        for profile, per_gpu in MIG_MIXED.items():
-            res[f"nvidia.com/{profile}"] = str(GPUS * per_gpu)
-            labels[f"nvidia.com/{profile}.count"] = str(GPUS * per_gpu)
+def kwok_node(i: int, prefix: str = "kwok-gpu", pool_prefix: str = "kwok",
+              labels: dict[str, str] | None = None) -> dict:
+    """Node `<prefix>-<i>` in pool KWOK_POOLS[i % 3] (label node-pool=<pool_prefix>-<pool>), managed by kwok
+    (annotation kwok.x-k8s.io/node=fake) and labelled type=kwok; `labels` are added (or override)."""
+    import shapes  # noqa: PLC0415 - shapes imports this module
+
+    name, pool = f"{prefix}-{i}", KWOK_POOLS[i % len(KWOK_POOLS)]
+    res = {**KWOK_NODE_RESOURCES, **{r: str(n) for r, n in shapes.resources(pool).items()}}
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name,
                          "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
                          "labels": {"type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                                    "kubernetes.io/arch": "amd64", "node-pool": f"kwok-{pool}", **labels}},
+                                    "kubernetes.io/arch": "amd64", "node-pool": f"{pool_prefix}-{pool}",
+                                    **shapes.gfd_labels(pool, KWOK_LAYOUT), **(labels or {})}},
             "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
             "status": {"capacity": res, "allocatable": res}}
 

@@ -9,20 +9,40 @@ non-watch requests (pods/log, nodes/proxy), which the apiserver serves outside A
 
 Critical path = the slowest pod start the suite has to wait for (create -> container started, server clocks)
 plus cleanup (namespace deletion requested -> namespaces gone). Figures are printed, never asserted.
+
+`make bench-scale N=...` (`python testing/bench.py --scale N`, default N=1000): the node-level checks at scale.
+It creates N kwok GPU nodes `kwok-scale-<i>` spread over the bed's three kwok pools (plain, time-slicing,
+mig-mixed; localcluster/cluster.py `kwok_node`, shapes from localcluster/shapes.py), labelled `type=kwok` and
+`gpuconform.dev/bench=scale`, by server-side apply in chunks of 200, and waits until kwok has made them all
+Ready (one LIST of the labelled nodes per second). It then runs the suite as above with
+`-k "advertised or capacity"` and `--gpuconform-set nodes.exclude=` (the bed's config excludes `type=kwok`; the
+scale run judges every GPU node, the real one too), and deletes the nodes, and any pods bound to them, in a
+`finally` (also on Ctrl-C or SIGTERM), waiting until they are gone.
+
+Critical path in scale mode = the least any suite has to do for these checks: read every node once, i.e. one
+paginated LIST of all nodes (limit 500, the official Python client's typed `list_node`, admin credentials,
+best of 3), plus pytest's own start-up with the suite's plugin and config loaded (`pytest --collect-only -q`
+of an empty directory: no test, no API request). Per-node requests = (APF requests - 30) / N, 30 being a
+rough allowance for the per-run requests that do not grow with N (pre-flight, discovery, cleanup).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import resource
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
-from bedtools import (KUBECONFIG, ROOT, as_list, get, identity_objects, kubectl, run_pytest,  # noqa: E402
-                      token_kubeconfig)
+from bedtools import (KUBECONFIG, KUBECTL, ROOT, as_list, get, identity_objects, kubectl,  # noqa: E402
+                      run_pytest, token_kubeconfig)
 
 NS = SA = FLOW = "gpuconform-bench"
 METRIC = "apiserver_flowcontrol_dispatched_requests_total"
@@ -104,5 +124,332 @@ def main() -> int:
     return 0
 
 
+# ---------------------------------------------------------------- scale mode (make bench-scale)
+
+SCALE_PREFIX = "kwok-scale"
+SCALE_KEY, SCALE_VALUE = "gpuconform.dev/bench", "scale"
+SCALE_SELECTOR = f"{SCALE_KEY}={SCALE_VALUE}"
+CHUNK = 200  # nodes per server-side apply
+FIXED_REQUESTS = 30  # rough allowance for the per-run requests that do not grow with N (module docstring)
+SCALE_CHECKS = "advertised or capacity"
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def scale_nodes(n: int) -> list[dict]:
+    """N kwok nodes over the bed's three kwok pools, shaped by localcluster/cluster.py kwok_node."""
+    import cluster  # noqa: PLC0415 - localcluster/, on sys.path through bedtools
+
+    out = []
+    for i in range(n):
+        node = cluster.kwok_node(i, prefix=SCALE_PREFIX, pool_prefix=SCALE_PREFIX, labels={SCALE_KEY: SCALE_VALUE})
+        # kwok gives pod IPs from the node's podCIDR, else from one /24 shared by every node: one range per node
+        # keeps the DaemonSet pods on N nodes (the bed's GPU operator validator follows the GPU labels) from
+        # exhausting it.
+        node["spec"]["podCIDR"] = f"10.{64 + i // 256}.{i % 256}.0/24"
+        out.append(node)
+    return out
+
+
+def _ready(node: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or [])
+
+
+def create_scale_nodes(n: int) -> tuple[float, float]:
+    """Applies the N nodes in chunks and waits until all are Ready (one LIST of the labelled nodes per second,
+    a progress line every ~10 s). Returns (seconds until created, seconds until all Ready), both from the start."""
+    nodes = scale_nodes(n)
+    t0 = time.monotonic()
+    for at in range(0, n, CHUNK):
+        kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuconform-bench", "-f", "-",
+                input=as_list(nodes[at:at + CHUNK]), timeout=600)
+        print(f"  created {min(at + CHUNK, n)}/{n} nodes ({time.monotonic() - t0:.1f} s)", flush=True)
+    created = time.monotonic() - t0
+    timeout, last = 120 + n / 5, t0
+    while True:
+        t = time.monotonic()
+        items = get("nodes", "-l", SCALE_SELECTOR)["items"]
+        ready = sum(_ready(i) for i in items)
+        if ready >= n:
+            return created, time.monotonic() - t0
+        if t - t0 > timeout:
+            raise TimeoutError(f"only {ready}/{n} scale nodes Ready after {timeout:.0f} s (is kwok running?)")
+        if t - last >= 10:
+            print(f"  {ready}/{n} nodes Ready ({t - t0:.0f} s)", flush=True)
+            last = t
+        time.sleep(max(0.0, 1 - (time.monotonic() - t)))
+
+
+def _kc(*args: str, input: str | None = None, timeout: float = 300) -> str | None:
+    """kubectl for the clean-up, in a session of its own: a Ctrl-C at the terminal, which reaches the whole
+    foreground process group, must not kill the deletes half-way (the bench waits for them and then exits).
+    Its output, or None (error printed) when it failed."""
+    out = subprocess.run([KUBECTL, *args], capture_output=True, text=True, input=input, timeout=timeout,
+                         env={**os.environ, "KUBECONFIG": str(KUBECONFIG)}, start_new_session=True)
+    if out.returncode != 0:
+        print(f"bench: kubectl {' '.join(args[:3])} ...: {out.stderr.strip()[:300]}", file=sys.stderr)
+        return None
+    return out.stdout
+
+
+def _bound_pods() -> dict[str, list[str]] | None:
+    """namespace -> names of the pods bound to a scale node; None when they could not be listed."""
+    listing = _kc("get", "pods", "-A", "--no-headers", "-o",
+                  "custom-columns=NS:.metadata.namespace,NAME:.metadata.name,NODE:.spec.nodeName")
+    if listing is None:
+        return None
+    out: dict[str, list[str]] = {}
+    for line in listing.splitlines():
+        ns, name, node = (line.split() + ["", "", ""])[:3]
+        if node.startswith(SCALE_PREFIX + "-"):
+            out.setdefault(ns, []).append(name)
+    return out
+
+
+def _scale_nodes_left() -> int:
+    names = _kc("get", "nodes", "-l", SCALE_SELECTOR, "-o", "name")
+    return 1 if names is None else len(names.split())  # unknown counts as not gone
+
+
+def _pods_left() -> int:
+    pods = _bound_pods()
+    return 1 if pods is None else sum(map(len, pods.values()))
+
+
+def _wait_until(what: str, left, timeout: float) -> int:
+    """Polls `left()` (a count) once per second until 0 or `timeout`; returns what is left."""
+    t0 = time.monotonic()
+    while True:
+        t = time.monotonic()
+        n = left()
+        if n == 0 or t - t0 > timeout:
+            if n:
+                print(f"bench: {n} {what} still there after {timeout:.0f} s", file=sys.stderr)
+            return n
+        time.sleep(max(0.0, 1 - (time.monotonic() - t)))
+
+
+def remove_scale_nodes(n: int) -> bool:
+    """Deletes the scale nodes and the pods left bound to them (DaemonSet pods kwok ran there); waits until both
+    are gone. True when nothing is left."""
+    t0, nodes_left, pods_left, removed = time.monotonic(), 0, 0, 0
+    for _ in range(2):  # a second round if a delete failed
+        _kc("delete", "nodes", "-l", SCALE_SELECTOR, "--wait=false")
+        nodes_left = _wait_until("scale nodes", _scale_nodes_left, 30 + n / 20)
+        pods = _bound_pods() or {}
+        removed += sum(map(len, pods.values()))
+        for ns, names in pods.items():  # their node is gone: nothing runs them, so no grace period
+            for at in range(0, len(names), CHUNK):
+                _kc("delete", "pods", "-n", ns, "--grace-period=0", "--force", "--wait=false", *names[at:at + CHUNK])
+        pods_left = _wait_until("pods bound to scale nodes", _pods_left, 30 + n / 20)
+        if nodes_left == pods_left == 0:
+            print(f"  removed the scale nodes and {removed} pods bound to them in {time.monotonic() - t0:.1f} s",
+                  flush=True)
+            return True
+    print(f"bench: left {nodes_left} scale nodes and {pods_left} pods bound to them; remove them with\n"
+          f"  kubectl delete nodes -l {SCALE_SELECTOR}", file=sys.stderr)
+    return False
+
+
+def list_nodes_s() -> tuple[float, int]:
+    """Best of 3: one paginated LIST of all nodes (limit 500) with the official client's typed list_node."""
+    from kubernetes import client, config  # noqa: PLC0415
+
+    api = client.CoreV1Api(config.new_client_from_config(str(KUBECONFIG)))
+    best, count = float("inf"), 0
+    for _ in range(3):
+        t0, cont, count = time.monotonic(), None, 0
+        while True:
+            resp = api.list_node(limit=500, _continue=cont)
+            count += len(resp.items)
+            cont = resp.metadata._continue
+            if not cont:
+                break
+        best = min(best, time.monotonic() - t0)
+    return best, count
+
+
+def pytest_startup_s(empty_dir: Path) -> float:
+    """pytest's start-up with the suite's plugin and config: --collect-only of an empty directory (exit 5)."""
+    empty_dir.mkdir()
+    t0 = time.monotonic()
+    proc = run_pytest("--collect-only", "-q", "-p", "fixtures.plugin", "--gpuconform-config",
+                      str(ROOT / "localcluster" / "gpuconform.yaml"), str(empty_dir))
+    took = time.monotonic() - t0
+    if proc.returncode not in (0, 5):
+        raise RuntimeError(f"pytest --collect-only failed (exit {proc.returncode}): {proc.stdout[-1000:]}{proc.stderr[-1000:]}")
+    return took
+
+
+def run_suite_measured(argv: list[str], kubeconfig: Path, timeout: float) -> tuple[int, str, float, float]:
+    """Runs `python -m pytest ARGV` as `run_pytest` does; returns (exit code, output, wall s, peak RSS MiB of that
+    process, from wait4: not mixed up with the kubectl processes the bench runs)."""
+    import threading  # noqa: PLC0415
+
+    with tempfile.TemporaryFile("w+") as out:
+        t0 = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *argv], cwd=ROOT,
+                                env={**os.environ, "KUBECONFIG": str(kubeconfig)}, stdout=out,
+                                stderr=subprocess.STDOUT, text=True)
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            # Ctrl-C reached the suite too (same process group) and it deletes what it created: give it time;
+            # SIGTERM reached only us: pass it on as SIGINT.
+            for sig, grace in ((None, 5), (signal.SIGINT, 60), (signal.SIGKILL, 10)):
+                if sig is not None and proc.poll() is None:
+                    proc.send_signal(sig)
+                try:
+                    proc.wait(grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            raise
+        finally:
+            timer.cancel()
+        wall = time.monotonic() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read()
+    if proc.returncode == -signal.SIGKILL and wall >= timeout:
+        text += f"\nbench: the suite ran past {timeout:.0f} s and was killed"
+    return proc.returncode, text, wall, usage.ru_maxrss / 1024
+
+
+def render_time(html: Path) -> str:
+    if not (Path(__file__).resolve().parent / "report_render.py").exists():
+        return "n/a (testing/report_render.py missing)"
+    try:
+        from report_render import render_seconds  # noqa: PLC0415 - testing/, the script's own directory
+
+        return f"{render_seconds(html):.2f} s (headless Chromium)"
+    except Exception as e:  # noqa: BLE001 - a figure, not a verdict
+        return f"n/a (rendering failed: {type(e).__name__}: {e})"
+
+
+def bed_fault() -> str:
+    """The fault the bed is in ('' when healthy): the real node is judged too, so a fault fails the run."""
+    try:
+        return json.loads((KUBECONFIG.parent / "state.json").read_text()).get("fault") or ""
+    except (OSError, ValueError):
+        return ""
+
+
+def scale(n: int, keep: Path | None = None) -> int:
+    if not KUBECONFIG.exists():
+        print("bench: the local cluster is not running; run `make cluster-up` first", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _interrupt)
+    objs = identity_objects(NS, SA) + [FLOW_SCHEMA]
+    rc, interrupted, clean, fault, summary = 1, False, True, "", {}
+    with tempfile.TemporaryDirectory(prefix="gpuconform-bench-scale-") as tmp:
+        html, summary_path, kcfg = Path(tmp) / "report.html", Path(tmp) / "summary.json", Path(tmp) / "kubeconfig"
+        try:
+            if kubectl("get", "nodes", "-l", SCALE_SELECTOR, "-o", "name").split():
+                print("removing scale nodes left by an earlier run", flush=True)
+                remove_scale_nodes(n)
+            print(f"creating {n} kwok GPU nodes {SCALE_PREFIX}-0..{n - 1} (label {SCALE_SELECTOR})", flush=True)
+            created_s, ready_s = create_scale_nodes(n)
+            print(f"  all {n} Ready after {ready_s:.1f} s", flush=True)
+            list_s, listed = list_nodes_s()
+            startup_s = pytest_startup_s(Path(tmp) / "empty")
+            # an earlier bench's namespace may still be terminating (its objects are deleted with --wait=false)
+            _wait_until(f"namespace {NS} (terminating)", lambda: int(bool(kubectl(
+                "get", "namespace", NS, "--ignore-not-found", "-o", "jsonpath={.metadata.deletionTimestamp}").strip())),
+                        120)
+            kubectl("apply", "-f", "-", input=as_list(objs))
+            token_kubeconfig(kcfg, NS, SA)
+            run_id = "bench-scale-" + time.strftime("%H%M%S")
+            fault = bed_fault()
+            if fault:
+                print(f"bench: warning: the bed is in fault {fault!r}; the real node's checks will not pass",
+                      file=sys.stderr)
+            print(f"running the suite (-k {SCALE_CHECKS!r}) on {n} kwok nodes + the bed's own", flush=True)
+            before = dispatched()
+            rc, output, wall, rss = run_suite_measured(
+                ["tests", "-q", "-k", SCALE_CHECKS, "--gpuconform-config",
+                 str(ROOT / "localcluster" / "gpuconform.yaml"), "--gpuconform-set", "nodes.exclude=",
+                 "--k8s-kubeconfig", str(kcfg), "--gpuconform-run-id", run_id,
+                 "--html", str(html), "--self-contained-html", "--gpuconform-summary", str(summary_path)],
+                kcfg, timeout=1800 + 2 * n)
+            wait_gone(run_id)
+            requests = dispatched() - before
+            summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            def later(signum: int, frame: object) -> None:  # the cleanup itself is not interrupted
+                nonlocal interrupted
+                interrupted = True
+                print("bench: cleaning up, please wait", file=sys.stderr)
+
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, later)
+            print(f"removing the {n} scale nodes", flush=True)
+            clean = remove_scale_nodes(n)
+            _kc("delete", "--wait=false", "--ignore-not-found", "-f", "-", input=as_list(objs))
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if interrupted:
+            print("bench: interrupted; scale nodes removed" if clean else "bench: interrupted", file=sys.stderr)
+            return 130
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            for f in (html, summary_path):
+                if f.exists():
+                    shutil.copy2(f, keep / f.name)
+        if rc != 0:
+            print(output[-5000:])
+            for r in summary.get("results", []):
+                if r["outcome"] != "passed":
+                    print(f"  {r['outcome']}: {r['node']} {r['check']} [{r['reason']}] {r['message'][:300]}")
+            print(f"bench: the suite did not pass on {n} kwok nodes (exit {rc})"
+                  + (f"; the bed was in fault {fault!r} (another run injecting faults?)" if fault else ""),
+                  file=sys.stderr)
+            return 1
+        size = html.stat().st_size if html.exists() else 0
+        render = render_time(html) if html.exists() else "n/a (no report written)"
+    critical = list_s + startup_s
+    suite_requests = summary.get("api_requests")
+    results = summary.get("results", [])
+    rows = [
+        ("kwok GPU nodes (N)", f"{n} (+ {len(summary.get('gpu_nodes', [])) - n} other GPU node(s) judged; "
+                               f"{len(results)} results, {len(summary.get('certified_nodes', []))} nodes certified)"),
+        ("node creation", f"{created_s:.1f} s (server-side apply, {CHUNK} per request batch)"),
+        ("nodes all Ready", f"{ready_s:.1f} s after creation started"),
+        ("suite wall time", f"{wall:.1f} s (-k {SCALE_CHECKS!r})"),
+        ("critical path", f"{critical:.2f} s = one paginated LIST of all {listed} nodes {list_s:.2f} s (official "
+                          f"client, limit 500, best of 3) + pytest start-up with the suite's plugin {startup_s:.2f} s "
+                          "(--collect-only of an empty directory)"),
+        ("wall time / critical path", f"{wall / critical:.1f}x"),
+        ("API requests (apiserver APF metric)", f"{requests:.0f} (flow schema {FLOW}; pods/log, nodes/proxy bypass APF)"),
+        ("API requests (suite's own count)", f"{suite_requests}, of which "
+                                              f"{summary.get('api_requests_long_running')} pods/log or nodes/proxy"),
+        ("requests per node", f"{(requests - FIXED_REQUESTS) / n:.2f} (APF), "
+                              + (f"{(suite_requests - FIXED_REQUESTS) / n:.2f} (suite)" if suite_requests is not None
+                                 else "n/a (suite)") + f" = (requests - {FIXED_REQUESTS}) / N"
+                              + (f"; below 0: fewer than the {FIXED_REQUESTS} allowed for a run of any size"
+                                 if requests < FIXED_REQUESTS else "")),
+        ("peak RSS of the suite process", f"{rss:.0f} MiB"),
+        ("HTML report size", f"{size} bytes ({size / 1048576:.1f} MiB, self-contained)"),
+        ("HTML report render time", render),
+    ]
+    print(f"\ngpuconform bench, scale mode (local test bed + {n} kwok GPU nodes, healthy)")
+    for k, v in rows:
+        print(f"  {k:38} {v}")
+    return 0 if clean else 1
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--scale", type=int, metavar="N", help="scale mode: N kwok GPU nodes (make bench-scale N=...)")
+    ap.add_argument("--keep", type=Path, metavar="DIR", help="scale mode: copy report.html and summary.json to DIR")
+    a = ap.parse_args()
+    if a.scale is not None and not 1 <= a.scale <= 16384:
+        ap.error("--scale N: 1 <= N <= 16384 (one /24 pod range per node in 10.64.0.0/10)")
+    raise SystemExit(scale(a.scale, a.keep) if a.scale is not None else main())
