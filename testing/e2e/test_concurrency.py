@@ -2,7 +2,7 @@
 
 kwok-gpu-0 (a kwok node: its pods run but never finish, like a node whose runtime hangs) is certified together
 with the real node. The pod checks that wait for completion time out on kwok-gpu-0 once, together (they run
-at the same time); the checks that come after them there end at once with ENV-TIMEOUT pointing at the first
+at the same time); the checks that come after them there end at once with ENV-TIMEOUT pointing at a first
 timeout; the real node's checks pass as usual. Verdicts and messages are asserted, never durations.
 """
 
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
 
 def test_hung_node_costs_one_timeout_and_delays_no_other_node(tmp_path):
     summary = tmp_path / "summary.json"
-    proc = run_pytest("tests", "-q", "-k", "vector_add or exactly or numa or latency",
+    proc = run_pytest("tests", "-q", "-k", "vector_add or exactly or numa",
                       "--gpuconform-config", str(ROOT / "localcluster" / "gpuconform.yaml"),
                       # keep the real node and kwok-gpu-0 (plain pool); leave the other kwok pools out
                       "--gpuconform-set", "nodes.exclude=type=kwok,node-pool!=kwok-plain",
@@ -35,10 +35,8 @@ def test_hung_node_costs_one_timeout_and_delays_no_other_node(tmp_path):
     assert all(r["reason"] == "ENV-TIMEOUT" and r["outcome"] == "error" for r in hung.values()), hung
     later = [c for c, r in hung.items() if "not waiting again: an earlier pod on this node timed out" in r["message"]]
     first = [c for c, r in hung.items() if r["message"].startswith("timed out after 20s") and c not in later]
-    # vector-add, isolation and NUMA hold 1 + 2 + 1 GPUs and run together; latency takes every GPU, so it
-    # starts after them and must not wait another 20 s.
-    assert sorted(first) == ["test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node",
-                             "test_pods_see_exactly_the_gpus_they_request",
-                             "test_vector_add_succeeds_through_the_plugin"], hung
-    assert later == ["test_gpu_pod_start_latency_is_under_thresholds"], hung
+    # The checks holding some of its GPUs start together and each times out once; the NUMA check needs the
+    # node's GPUs idle, so it starts after them and must not wait another 20 s.
+    assert first and later and sorted(first + later) == sorted(hung), hung
+    assert "test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node" in later, hung
     assert proc.returncode == 1, out[-2000:]

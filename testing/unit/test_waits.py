@@ -90,7 +90,14 @@ def test_needs_events_only_when_the_scheduler_gave_no_message():
 # ---------------------------------------------------------------- the scheduler's dispatch rule
 
 def test_dispatch_rule():
-    from fixtures.scheduler import next_job
+    from collections import namedtuple
+
+    from fixtures.scheduler import next_job as pick
+
+    job = namedtuple("job", "node need")
+
+    def next_job(queue, running, cap, bound):
+        return pick([job(*q) for q in queue], [job(*r) for r in running], cap, bound)
 
     cap = {"n1": 4, "n2": 4}
     assert next_job([("n1", 0)], [("n1", "all")], cap, 16) == 0  # no GPU: any time
