@@ -817,10 +817,10 @@ def main(argv: list[str]) -> int:
             return faults.apply(argv[1]) or 0
         if len(argv) == 3 and argv[0] == "bed":
             return shapes.switch(argv[1], argv[2])
-        if argv[:1] == ["restart-kubelet"] and len(argv) <= 2:
-            return faults.restart_kubelet(float(argv[1]) if len(argv) == 2 else 0)
+        if argv[:1] == ["restart-kubelet"] and len(argv) <= 3 and argv[2:] in ([], ["--during-run"]):
+            return faults.restart_kubelet(float(argv[1]) if len(argv) >= 2 else 0, during_run=argv[2:] != [])
         if len(argv) != 1 or argv[0] not in cmds:
-            raise BedError(f"usage: cluster.py {{{'|'.join(cmds)}|fault NAME|bed PROFILE LAYOUT|restart-kubelet [DELAY_S]}}")
+            raise BedError(f"usage: cluster.py {{{'|'.join(cmds)}|fault NAME|bed PROFILE LAYOUT|restart-kubelet [DELAY_S [--during-run]]}}")
         return cmds[argv[0]]() or 0
     except BedError as e:
         print(f"localcluster: error: {e}", file=sys.stderr)

@@ -94,7 +94,7 @@ def test_dispatch_rule():
 
     from fixtures.scheduler import next_job as pick
 
-    job = namedtuple("job", "node need")
+    job = namedtuple("job", "node need at_end", defaults=(False,))
 
     def next_job(queue, running, cap, bound):
         return pick([job(*q) for q in queue], [job(*r) for r in running], cap, bound)
@@ -110,3 +110,8 @@ def test_dispatch_rule():
     assert next_job([("n1", "all"), ("n2", 1)], [("n1", 1)], cap, 16) == 1  # ... but other nodes go on
     assert next_job([("n1", 2)], [], {"n1": 0}, 16) == 0  # alone on a busy node: starts (and skips itself)
     assert next_job([("n1", 1)], [("n1", 1)], {"n1": 1}, 16) is None
+    # at_end: once nothing else of its node is queued or running; it blocks nobody meanwhile
+    assert next_job([("n1", 0, True)], [("n1", 0)], cap, 16) is None
+    assert next_job([("n1", 0, True), ("n1", 1)], [], cap, 16) == 1
+    assert next_job([("n1", 0, True), ("n2", 0, True)], [("n1", 1)], cap, 16) == 1
+    assert next_job([("n1", 0, True)], [("n2", "all")], cap, 16) == 0

@@ -35,6 +35,7 @@ def test_gpu_resource_is_in_node_capacity(run, cfg, gpu_node, evidence):
         raise_for(finding.code, finding.message)
 
 
+@pytest.mark.at_run_end
 def test_kubelet_counts_the_plugin_registration(run, cfg, gpu_node, evidence):
     """MUST: the kubelet's kubelet_device_plugin_registration_total for each of the node's GPU resources is
     present, and neither it grew nor the kubelet restarted (process_start_time_seconds) during the run: a
