@@ -7,11 +7,11 @@ export KUBECONFIG := $(CURDIR)/.localcluster/kubeconfig
 SUITE_ARGS := --gpuconform-config localcluster/gpuconform.yaml
 APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static openssl iproute2 chromium
 
-.PHONY: gotest bench bench-scale lint help deps cluster-up cluster-down cluster-status faults fault fault-clear bed test unit demo suite cleanup
+.PHONY: soak gotest bench bench-scale lint help deps cluster-up cluster-down cluster-status faults fault fault-clear bed test unit demo suite cleanup
 
 help:
 	@echo "make demo | test | cluster-up | cluster-down | cluster-status | bed PROFILE=... LAYOUT=... | faults | fault NAME=... | fault-clear | cleanup"
-	@echo "make bench | bench-scale [N=1000]"
+	@echo "make bench | bench-scale [N=1000] | soak [N=10]"
 
 deps: $(VENV)/.installed
 	@for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -81,8 +81,13 @@ N ?= 1000
 bench-scale: cluster-up
 	$(PY) testing/bench.py --scale $(N)
 
+# N healthy runs in a row on the bed (`make soak N=5`; 10 unless N is given on the command line): 0 failures
+# and 0 objects left expected (testing/soak.py).
+soak: cluster-up
+	$(PY) testing/soak.py $(if $(filter command line,$(origin N)),$(N),10)
+
 cleanup: deps
-	$(PY) -m fixtures.plugin
+	$(PY) -m fixtures.cleanup
 
 # Regenerates docs/config-reference.md and docs/reason-codes.md from the code (testing/unit/test_docs.py checks them).
 .PHONY: docs

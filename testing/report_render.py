@@ -133,7 +133,7 @@ _CONFTEST = '''"""Fills in what a cluster run takes from its Run object (between
 import json
 from pathlib import Path
 
-from fixtures.plugin import SUMMARY_KEY
+from fixtures.summary import SUMMARY_KEY
 from gpuconform import reasons
 
 SPEC = json.loads(Path(__file__).with_name("synthetic.json").read_text())

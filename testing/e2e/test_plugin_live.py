@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
 
 CHILD_TESTS = '''
 import pathlib, time
-from fixtures.plugin import raise_for
+from fixtures.checks import raise_for
 from gpuconform import pods
 
 

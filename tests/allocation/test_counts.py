@@ -1,6 +1,6 @@
 """Allocation counts: what a node advertises matches its hardware (sharing- and MIG-aware)."""
 
-from fixtures.plugin import raise_for
+from fixtures.checks import raise_for
 from gpuconform import counts
 
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from fixtures.plugin import raise_for, require_nvidia_tooling
+from fixtures.checks import raise_for, require_nvidia_tooling
 from gpuconform import pods, probes, verdicts
 from gpuconform.reasons import skip_reason
 

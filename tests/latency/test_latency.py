@@ -3,7 +3,7 @@ measured from server-side timestamps and the kubelet's Allocate histogram."""
 
 import pytest
 
-from fixtures.plugin import raise_for
+from fixtures.checks import raise_for
 from gpuconform import latency, metrics, pods
 from gpuconform.reasons import skip_reason
 

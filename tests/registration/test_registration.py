@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.plugin import raise_for
+from fixtures.checks import raise_for
 from gpuconform import metrics, nodes, pods, verdicts
 from gpuconform.reasons import skip_reason
 

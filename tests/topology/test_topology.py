@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.plugin import raise_for, require_nvidia_tooling
+from fixtures.checks import raise_for, require_nvidia_tooling
 from gpuconform import pods, probes
 from gpuconform.reasons import skip_reason
 
