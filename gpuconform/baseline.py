@@ -14,10 +14,14 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpuconform.config import Config
 from gpuconform.report import OUTCOMES, outcome_counts, seconds
 
 SCHEMA = "gpuconform.summary/v1"
-DEFAULT_TOLERANCE: dict[str, float] = {"latencyRelative": 0.2, "latencyAbsolute": 1.0, "allowNewFailures": 0}
+_DEFAULTS = Config({})  # the schema's defaults (gpuconform/config.py)
+DEFAULT_TOLERANCE: dict[str, float] = {"latencyRelative": _DEFAULTS.get("baseline.latencyRelative"),
+                                       "latencyAbsolute": _DEFAULTS.seconds("baseline.latencyAbsolute"),
+                                       "allowNewFailures": _DEFAULTS.get("baseline.allowNewFailures")}
 PERCENTILES = ("p50", "p95", "p99", "max")
 # allocate comes from a kubelet histogram: only the p99 bucket bound is comparable.
 _PHASE_KEYS = {"schedule": {p: p for p in PERCENTILES}, "start": {p: p for p in PERCENTILES},

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import vendors
+from .config import Config, view
+from .pods import is_terminal
 
 GFD = "nvidia.com/"
 
@@ -133,39 +135,40 @@ def shared_dev_num(plugin_pods: list[dict]) -> int | None:
     return None
 
 
-def expectation(node: dict, cfg: dict, plugin_pods: list[dict] | None = None) -> Expectation:
-    """What `node` must advertise, from the config and the node's own labels. `cfg` is the effective config's
-    data. With the `auto` settings each node's labels decide its shape (plain, time-sliced, MIG), so one config
+def expectation(node: dict, cfg: Config | dict, plugin_pods: list[dict] | None = None) -> Expectation:
+    """What `node` must advertise, from the config and the node's own labels. `cfg` is the effective Config (or
+    a recorded config's plain data). With the `auto` settings each node's labels decide its shape (plain, time-sliced, MIG), so one config
     covers a cluster of mixed pools. `plugin_pods` (the node's plugin pods) give Intel's sharedDevNum."""
     labels = node.get("metadata", {}).get("labels", {}) or {}
     capacity = node.get("status", {}).get("capacity", {}) or {}
-    resource = cfg["resourceName"]
-    vendor = cfg.get("vendor", "nvidia")
+    cfg = view(cfg)
+    resource = cfg.get("resourceName")
+    vendor = cfg.get("vendor")
     name = node.get("metadata", {}).get("name", "?")
     if vendor == vendors.INTEL and resource not in capacity:
         # The kernel driver (i915 or xe) is a property of each node: one config covers both kinds of node
         # (intel-device-plugins-for-kubernetes cmd/gpu_plugin: the resource is named after the driver in use).
         resource = next((r for r in ("gpu.intel.com/i915", "gpu.intel.com/xe") if r in capacity), resource)
 
-    eg = cfg["nodes"]["expectedGpus"]
+    eg = cfg.get("nodes.expectedGpus")
     physical: int | None
     if isinstance(eg, int):
         physical, source = eg, f"config nodes.expectedGpus={eg}"
     elif isinstance(eg, dict):
-        pool = labels.get(cfg["nodes"]["poolLabel"], "")
+        pool = labels.get(cfg.get("nodes.poolLabel"), "")
         physical = eg.get(pool)
         source = f"config nodes.expectedGpus[{pool!r}]={physical}" if physical is not None else \
-            f"no nodes.expectedGpus entry for pool {pool!r} (label {cfg['nodes']['poolLabel']})"
+            f"no nodes.expectedGpus entry for pool {pool!r} (label {cfg.get('nodes.poolLabel')})"
     else:
         physical, label = _count_label(labels, vendor)
         source = f"{label}={physical}" if physical is not None else \
             f"no {label} on {name} (set nodes.expectedGpus)"
 
-    strategy = cfg["sharing"]["strategy"]
+    strategy = cfg.get("sharing.strategy")
     if strategy == "auto":
         strategy = labels.get(f"{GFD}gpu.sharing-strategy", "none") if vendor == vendors.NVIDIA else "none"
-    replicas_cfg = cfg["sharing"]["replicas"]
-    if vendor == vendors.INTEL and replicas_cfg == "auto" and cfg["sharing"]["strategy"] == "auto":
+    replicas_cfg = cfg.get("sharing.replicas")
+    if vendor == vendors.INTEL and replicas_cfg == "auto" and cfg.get("sharing.strategy") == "auto":
         n = shared_dev_num(plugin_pods or [])
         strategy, replicas_cfg = ("time-slicing", n) if n and n > 1 else ("none", 1)
     if strategy in ("none", ""):
@@ -174,7 +177,7 @@ def expectation(node: dict, cfg: dict, plugin_pods: list[dict] | None = None) ->
         replicas = max(qty(labels.get(f"{GFD}gpu.replicas")) or 1, 1)
     else:
         replicas = int(replicas_cfg)
-    renamed = cfg["sharing"]["renamed"]
+    renamed = cfg.get("sharing.renamed")
     if renamed == "auto":
         # GFD labels do not say whether the shared resource was renamed; the plugin advertises one of the two
         # names (NVIDIA/k8s-device-plugin api/config/v1/replicas.go, renameByDefault): take the one present.
@@ -182,14 +185,14 @@ def expectation(node: dict, cfg: dict, plugin_pods: list[dict] | None = None) ->
     if strategy not in ("none", "") and renamed and not resource.endswith(".shared"):
         resource = f"{resource}.shared"
 
-    mig = cfg["mig"]["strategy"]
+    mig = cfg.get("mig.strategy")
     if mig == "auto":
         mig = labels.get(f"{GFD}mig.strategy", "none") if vendor == vendors.NVIDIA else "none"
     profiles: dict[str, int] = {}
     mig_replicas: dict[str, int] = {}
     if mig == "mixed":
         domain = resource.split("/")[0]
-        profiles = {f"{domain}/{k}": int(v) for k, v in (cfg["mig"]["profiles"] or {}).items()}
+        profiles = {f"{domain}/{k}": int(v) for k, v in (cfg.get("mig.profiles") or {}).items()}
         if not profiles:
             # GFD: nvidia.com/mig-<profile>.count per profile; profiles such as 1g.10gb, 1g.10gb.me, 1c.3g.20gb
             # (NVIDIA/k8s-device-plugin internal/lm/resource.go, the mig-<profile> resource names)
@@ -203,7 +206,7 @@ def expectation(node: dict, cfg: dict, plugin_pods: list[dict] | None = None) ->
                     profiles[key] = (qty(v) or 0) * r
                     if r > 1:
                         mig_replicas[key] = r
-        if not profiles and cfg["mig"]["strategy"] == "auto":
+        if not profiles and cfg.get("mig.strategy") == "auto":
             # The GPU operator labels every node with the cluster's MIG strategy, also nodes whose GPUs are not
             # in MIG mode (NVIDIA/k8s-device-plugin internal/lm/strategy.go): those advertise whole GPUs.
             mig = "none"
@@ -217,12 +220,45 @@ class Finding:
     message: str
 
 
+def advertised(node: dict, resource: str) -> tuple[int | None, int | None]:
+    """(capacity, allocatable) of one resource in the node's status; None where it is absent."""
+    st = node.get("status", {})
+    return qty((st.get("capacity") or {}).get(resource)), qty((st.get("allocatable") or {}).get(resource))
+
+
+def extended_resources(node: dict) -> list[str]:
+    """The node's extended resource keys (vendor/name), for messages: hugepages and kubernetes.io/ keys left out."""
+    cap_all = node.get("status", {}).get("capacity", {}) or {}
+    return sorted(k for k in cap_all if "/" in k and not k.startswith(("hugepages-", "kubernetes.io/")))
+
+
+def registration_finding(node: dict, resource: str, exp: Expectation) -> Finding | None:
+    """Whether the plugin registered `resource` with this node's kubelet at all: GPU-F01 when the resource is absent
+    from capacity, GPU-F02 when its capacity or allocatable is 0 although devices are expected; None otherwise.
+    The one verdict behind both the capacity check (each resource) and the count check (before counting)."""
+    name = node["metadata"]["name"]
+    cap, alloc = advertised(node, resource)
+    want = exp.mig_profiles.get(resource, exp.advertised if resource == exp.resource else None)
+    if cap is None:
+        return Finding("GPU-F01-NOT-REGISTERED",
+                       f"{name}: {resource} is absent from node capacity although the node is a GPU node "
+                       f"({exp.describe()}; {exp.source}): the plugin never registered it with this kubelet (pod "
+                       f"Running is not proof of registration); extended resources present: "
+                       f"{extended_resources(node) or 'none'}")
+    if (not cap or not alloc) and (want is None or want > 0):
+        return Finding("GPU-F02-CAPACITY-ZERO",
+                       f"{name}: {resource} capacity={cap} allocatable={alloc}, expected "
+                       f"{want if want is not None else '> 0'} ({exp.source}): the plugin lost or never "
+                       "re-established its registration")
+    return None
+
+
 def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None = None) -> list[Finding]:
     """Compares what the node advertises with `exp`. An empty list means conformant."""
     name = node["metadata"]["name"]
     status = node.get("status", {})
     cap_all, alloc_all = status.get("capacity", {}) or {}, status.get("allocatable", {}) or {}
-    cap, alloc = qty(cap_all.get(exp.resource)), qty(alloc_all.get(exp.resource))
+    cap, alloc = advertised(node, exp.resource)
     out: list[Finding] = []
     want = exp.advertised
 
@@ -247,23 +283,15 @@ def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None =
         return out
 
     if cap is None:
-        keys = sorted(k for k in cap_all if "/" in k and not k.startswith(("hugepages-", "kubernetes.io/")))
         vendor = exp.resource.split("/")[0]
-        mig_keys = [k for k in keys if k.startswith(f"{vendor}/mig-") and (qty(cap_all[k]) or 0) > 0]
+        mig_keys = [k for k in extended_resources(node) if k.startswith(f"{vendor}/mig-") and (qty(cap_all[k]) or 0) > 0]
         if mig_keys:
             out.append(Finding("GPU-F09-MIG-MISMATCH",
                                f"{name}: advertises MIG resources {mig_keys} (MIG strategy mixed) instead of "
                                f"{exp.resource}, but the expected MIG strategy is {exp.mig_strategy}"))
             return out
-        out.append(Finding("GPU-F01-NOT-REGISTERED",
-                           f"{name}: {exp.resource} is absent from node capacity although the node is a GPU node "
-                           f"({exp.source}); extended resources present: {keys or 'none'}"))
-        return out
-    if (cap == 0 or alloc == 0) and (want is None or want > 0):
-        out.append(Finding("GPU-F02-CAPACITY-ZERO",
-                           f"{name}: {exp.resource} capacity={cap} allocatable={alloc}, expected "
-                           f"{want if want is not None else '> 0'} ({exp.source})"))
-        return out
+    if (unregistered := registration_finding(node, exp.resource, exp)) is not None:
+        return [unregistered]
     if alloc is not None and cap > alloc:
         ids = f": {', '.join(unhealthy_ids)}" if unhealthy_ids else " (device IDs not found in the plugin log)"
         out.append(Finding("GPU-F03-UNHEALTHY-DEVICES",
@@ -305,7 +333,7 @@ def free_gpus(node: dict, resource: str, pods: list[dict]) -> int:
     alloc = qty((node.get("status", {}).get("allocatable") or {}).get(resource)) or 0
     name = node["metadata"]["name"]
     used = sum(pod_request(p, resource) for p in pods if p.get("spec", {}).get("nodeName") == name
-               and p.get("status", {}).get("phase") not in ("Succeeded", "Failed"))
+               and not is_terminal(p))
     return max(alloc - used, 0)
 
 

@@ -25,6 +25,7 @@ from kubernetes import config as kconfig
 from kubernetes import watch as kwatch
 from kubernetes.client.exceptions import ApiException
 
+from . import timing
 from .reasons import EnvironmentProblem
 
 # Tokens must never reach logs: the client's and urllib3's debug logging print headers.
@@ -86,11 +87,11 @@ def _retry_after(state: tenacity.RetryCallState) -> float:
     if isinstance(exc, ApiException) and exc.headers:
         ra = exc.headers.get("Retry-After")
         if ra and str(ra).isdigit():
-            return min(float(ra), 30.0)
-    return min(0.5 * 2 ** (state.attempt_number - 1), 8.0)
+            return min(float(ra), timing.API_RETRY_AFTER_MAX_S)
+    return min(timing.API_BACKOFF_BASE_S * 2 ** (state.attempt_number - 1), timing.API_BACKOFF_MAX_S)
 
 
-def api_retry(attempts: int = 5) -> tenacity.Retrying:
+def api_retry(attempts: int = timing.API_RETRY_ATTEMPTS) -> tenacity.Retrying:
     """Retries transient API errors only (429 with Retry-After, 5xx, connection resets); never auth errors."""
     if attempts < 1:
         raise ValueError("a retry policy needs an attempt limit")
@@ -190,7 +191,6 @@ def to_dict(api: k8s.ApiClient, obj: Any) -> dict:
 
 TERMINAL = ("Succeeded", "Failed")
 PERMANENT_STATUS = {401, 403, 404}  # a watch that gets these stops retrying and reports the error
-WATCH_WINDOW_S = 60  # a watch request's server-side timeout; it is renewed from the last resourceVersion
 
 
 @dataclass
@@ -236,8 +236,9 @@ class Watch:
                         self.cond.notify_all()
                     rv = lst.metadata.resource_version
                 w = kwatch.Watch()
-                for ev in w.stream(self.list_fn, *self.args, resource_version=rv, timeout_seconds=WATCH_WINDOW_S,
-                                   allow_watch_bookmarks=True, _request_timeout=WATCH_WINDOW_S + 10, **self.kwargs):
+                for ev in w.stream(self.list_fn, *self.args, resource_version=rv,
+                                   timeout_seconds=timing.WATCH_WINDOW_S, allow_watch_bookmarks=True,
+                                   _request_timeout=timing.WATCH_WINDOW_S + timing.WATCH_CLIENT_SLACK_S, **self.kwargs):
                     if self.stopped:
                         w.stop()
                         break
@@ -263,10 +264,10 @@ class Watch:
                         self.stopped = True
                         self.cond.notify_all()
                     return
-                time.sleep(1)
+                time.sleep(timing.WATCH_RETRY_S)
             except Exception as e:  # noqa: BLE001 - connection drops: rewatch from the last version
                 self.error = e
-                time.sleep(1)
+                time.sleep(timing.WATCH_RETRY_S)
 
     def stop(self) -> None:
         with self.cond:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .config import Config, view
+from .timing import POD_ACTIVE_DEADLINE_S, POD_TERMINATION_GRACE_S
+
 PART_OF = "app.kubernetes.io/part-of"
 SUITE = "gpuconform"
 RUN_LABEL = "gpuconform.dev/run"
@@ -39,15 +42,25 @@ echo "== end =="
 """.strip()
 
 
+NAME_MAX = 63  # a pod's hostname is its name, and a hostname label holds at most 63 characters
+
+
+def pod_name(*parts: object) -> str:
+    """A test pod's name: `parts` joined by '-' (prefix first, node last), cut to NAME_MAX characters and never
+    ending in '-' or '.' (which the API server rejects), e.g. pod_name("burst", 3, node) -> "burst-3-<node>"."""
+    return "-".join(str(p) for p in parts)[:NAME_MAX].rstrip("-.")
+
+
 def labels(run_id: str, check: str) -> dict[str, str]:
     return {PART_OF: SUITE, RUN_LABEL: run_id, CHECK_LABEL: check}
 
 
-def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: dict, *, image: str,
+def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Config | dict, *, image: str,
         gpus: int, resource: str = "", command: list[str] | None = None, guaranteed_cpus: int = 0,
-        deadline: float = 300, container: str = "probe") -> dict:
+        deadline: float = POD_ACTIVE_DEADLINE_S, container: str = "probe") -> dict:
     """A short-lived test pod pinned to `node` through the scheduler (nodeSelector, so scheduling is measured).
     `resource` is the node's own GPU resource (nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-1g.10gb, ...)."""
+    cfg = view(cfg)
     res: dict = {}
     limits: dict = {}
     if gpus:
@@ -61,44 +74,45 @@ def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: dict
         res["requests"] = {"cpu": "10m", "memory": "16Mi"}
     if limits:
         res["limits"] = limits
-    ctr = {"name": container, "image": image, "imagePullPolicy": cfg["images"]["pullPolicy"],
+    ctr = {"name": container, "image": image, "imagePullPolicy": cfg.get("images.pullPolicy"),
            "resources": res, "securityContext": RESTRICTED_CTR}
     if command:
         ctr["command"] = command
     spec = {
         "restartPolicy": "Never",
         "activeDeadlineSeconds": int(deadline),
-        "terminationGracePeriodSeconds": 1,
+        "terminationGracePeriodSeconds": POD_TERMINATION_GRACE_S,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "nodeSelector": {"kubernetes.io/hostname": node},
-        "tolerations": cfg["tolerations"],
+        "tolerations": cfg.get("tolerations"),
         "securityContext": RESTRICTED_POD,
         "containers": [ctr],
     }
-    if cfg["images"]["pullSecrets"]:
-        spec["imagePullSecrets"] = [{"name": s} for s in cfg["images"]["pullSecrets"]]
+    if cfg.get("images.pullSecrets"):
+        spec["imagePullSecrets"] = [{"name": s} for s in cfg.get("images.pullSecrets")]
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "labels": labels(run_id, check)}, "spec": spec}
 
 
-def probe_pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: dict, gpus: int,
-              guaranteed_cpus: int = 0, deadline: float = 300, resource: str = "") -> dict:
-    return pod(name, namespace, run_id, check, node, cfg, image=cfg["images"]["probe"], gpus=gpus,
+def probe_pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Config | dict, gpus: int,
+              guaranteed_cpus: int = 0, deadline: float = POD_ACTIVE_DEADLINE_S, resource: str = "") -> dict:
+    return pod(name, namespace, run_id, check, node, cfg, image=view(cfg).get("images.probe"), gpus=gpus,
                resource=resource, command=["sh", "-c", PROBE_SCRIPT], guaranteed_cpus=guaranteed_cpus,
                deadline=deadline)
 
 
-def vector_add_pod(name: str, namespace: str, run_id: str, node: str, cfg: dict, deadline: float,
+def vector_add_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict, deadline: float,
                    resource: str) -> dict:
     """The CUDA sample with its own default command, so any vectoradd image can be substituted."""
-    return pod(name, namespace, run_id, "vector-add", node, cfg, image=cfg["images"]["vectorAdd"], gpus=1,
+    return pod(name, namespace, run_id, "vector-add", node, cfg, image=view(cfg).get("images.vectorAdd"), gpus=1,
                resource=resource, deadline=deadline, container="vectoradd")
 
 
-def socket_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: dict, deadline: float) -> dict:
+def socket_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict,
+                     deadline: float) -> dict:
     """Privileged-namespace probe listing the kubelet's device-plugins dir through a read-only hostPath."""
-    p = pod(name, namespace, run_id, "plugin-socket", node, cfg, image=cfg["images"]["probe"], gpus=0,
+    p = pod(name, namespace, run_id, "plugin-socket", node, cfg, image=view(cfg).get("images.probe"), gpus=0,
             command=["sh", "-c", "ls -la /device-plugins/"], deadline=deadline)
     spec = p["spec"]
     spec["securityContext"] = {}
@@ -176,9 +190,15 @@ def exit_code(pod: dict) -> int | None:
     return None
 
 
-def is_running_or_done(pod: dict) -> bool:
-    return pod.get("status", {}).get("phase") in ("Running", "Succeeded", "Failed")
+# A terminal pod: it has stopped for good (restartPolicy Never), so it holds no device and its verdict is final.
+# The one spelling of it: the predicate, the phases, and the field selector that asks the API for the others.
+TERMINAL_PHASES = ("Succeeded", "Failed")
+NON_TERMINAL_SELECTOR = ",".join(f"status.phase!={p}" for p in TERMINAL_PHASES)
 
 
-def is_done(pod: dict) -> bool:
-    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+def is_terminal(pod: dict) -> bool:
+    return pod.get("status", {}).get("phase") in TERMINAL_PHASES
+
+
+def is_running_or_terminal(pod: dict) -> bool:
+    return pod.get("status", {}).get("phase") == "Running" or is_terminal(pod)

@@ -107,6 +107,17 @@ def parse_topo_numa(text: str) -> dict[str, int | None]:
     return out
 
 
+def parse_pci_numa(text: str) -> dict[str, int | None]:
+    """The probe's "pci numa" section: one "<pci.bus_id> <numa_node>" line per GPU (sysfs numa_node) ->
+    {bus id: node}; -1 (no NUMA affinity, typical in VMs) or anything but a node number gives None."""
+    out: dict[str, int | None] = {}
+    for line in text.splitlines():
+        bus, _, val = line.strip().rpartition(" ")
+        if bus:
+            out[bus.strip()] = int(val) if val.isdigit() else None
+    return out
+
+
 def parse_cpulist(text: str) -> set[int]:
     """'0-3,8,10-11' -> {0,1,2,3,8,10,11}."""
     cpus: set[int] = set()

@@ -19,12 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .pods import PodProblem, is_done, is_running_or_done
-
-PENDING_GRACE_S = 8.0  # a problem on a Pending pod must persist this long before it is a verdict
-PROGRESS_EVERY_S = 15.0  # a live line per wait after this much waiting, then again every as long
-
-TERMINAL = ("Succeeded", "Failed")
+from .pods import TERMINAL_PHASES, PodProblem, is_running_or_terminal, is_terminal
+from .timing import PENDING_GRACE_S
 
 
 @dataclass(frozen=True)
@@ -36,7 +32,7 @@ class Spec:
     grace_s: float = PENDING_GRACE_S
 
     def satisfied(self, pod: dict) -> bool:
-        return (is_running_or_done if self.until == "running" else is_done)(pod)
+        return (is_running_or_terminal if self.until == "running" else is_terminal)(pod)
 
 
 @dataclass
@@ -72,7 +68,7 @@ def step(spec: Spec, progress: Progress, states: dict[str, dict | None], gone: s
         if p is None:
             continue
         phase = p.get("status", {}).get("phase")
-        if phase not in TERMINAL and phase != "Pending":
+        if phase not in TERMINAL_PHASES and phase != "Pending":
             progress.problem_since.pop(name, None)
             continue
         problem = classify(p)
@@ -81,7 +77,7 @@ def step(spec: Spec, progress: Progress, states: dict[str, dict | None], gone: s
             continue
         if problem.code in spec.allow:
             return Decision("allowed", problem)
-        if phase in TERMINAL:
+        if phase in TERMINAL_PHASES:
             return Decision("problem", problem)
         since = progress.problem_since.setdefault(name, now)
         if now - since >= spec.grace_s:

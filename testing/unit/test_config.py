@@ -266,3 +266,184 @@ def test_unknown_preset_is_one_line_naming_where_it_came_from(tmp_path):
 def test_unknown_vendor_is_rejected():
     with pytest.raises(ConfigError, match="vendor"):
         gconfig.load(None, {"vendor": "matrox"}, environ={})
+
+
+# ------------------------------------------------------------------ the schema (gpuconform/config.py FIELDS)
+
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import yaml  # noqa: E402
+
+from gpuconform.config import BY_KEY, FIELDS, OUTSIDE_ENV, Config  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_field_has_a_doc_an_environment_name_and_a_rule():
+    assert len(BY_KEY) == len(FIELDS)  # keys unique
+    for f in FIELDS:
+        assert f.doc.strip() and "\n" not in f.doc, f.key
+        assert f.kind.name and f.kind.rule, f.key
+        assert f.env == env_name(f.key) and f.env.startswith("GPUCONFORM_"), f.key
+    envs = [f.env for f in FIELDS]
+    assert len(set(envs)) == len(envs)
+    assert not set(envs) & set(OUTSIDE_ENV), "a schema variable would collide with one read outside the loader"
+
+
+def test_every_default_passes_its_own_check():
+    for f in FIELDS:
+        assert f.kind.check(f.default) is None, f.key
+
+
+def test_defaults_round_trip_through_a_file(tmp_path):
+    p = write(tmp_path, yaml.safe_dump(gconfig.defaults(), sort_keys=False))
+    c = load(p, environ={})
+    assert c.data == gconfig.DEFAULTS
+    assert set(c.sources) == set(BY_KEY)  # every key was read from the file
+
+
+def test_defaults_round_trip_as_text():
+    """Every default written as an environment or --gpuconform-set string reads back as itself."""
+    for f in FIELDS:
+        if f.key == "preset":
+            continue  # "" = no preset; a preset name is tested with the presets
+        text = f.default if isinstance(f.default, str) else yaml.safe_dump(f.default, default_flow_style=True).strip()
+        text = text.removesuffix("...").strip()
+        assert load(None, {f.key: text}, environ={}).get(f.key) == f.default, f.key
+        assert load(None, environ={f.env: text}).get(f.key) == f.default, f.key
+
+
+def test_defaults_match_the_nested_defaults():
+    for f in FIELDS:
+        assert Config(gconfig.defaults()).get(f.key) == f.default
+
+
+def _bad(f) -> tuple[str, bool]:
+    """A bad value for `f` as YAML text, and whether it is also bad as an environment / CLI string."""
+    kind = type(f.kind).__name__
+    special = {"resourceName": "gpu", "nodes.expectedGpus": "-1", "sharing.replicas": "0",
+               "sharing.renamed": "maybe", "preset": "nvidia-mig-triple"}
+    if f.key in special:
+        return special[f.key], True
+    if f.kind is gconfig.SELECTOR:
+        return "a b", True
+    if f.kind is gconfig.IMAGE:
+        return "busy box", True
+    return {"Enum": ("bogus", True), "Int": ("many", True), "Number": ("lots", True), "Duration": ("fast", True),
+            "ListOf": ("5", True), "MapOf": ("5", True), "Bool": ("maybe", False), "Str": ("[1]", False)}[kind]
+
+
+def _nested(dotted: str, value) -> dict:
+    for part in reversed(dotted.split(".")):
+        value = {part: value}
+    return value
+
+
+@pytest.mark.parametrize("key", [f.key for f in FIELDS])
+def test_a_bad_value_is_one_line_naming_its_source(tmp_path, key):
+    f = BY_KEY[key]
+    text, as_text_too = _bad(f)
+    p = write(tmp_path, yaml.safe_dump(_nested(key, yaml.safe_load(text))))
+    tries = [(lambda: load(p, environ={}), str(p))]
+    if as_text_too:
+        tries += [(lambda: load(None, environ={f.env: text}), f"environment variable {f.env}"),
+                  (lambda: load(None, {key: text}, environ={}), f"--gpuconform-set {key}")]
+    for attempt, source in tries:
+        with pytest.raises(ConfigError) as e:
+            attempt()
+        msg = str(e.value)
+        assert "\n" not in msg and msg.startswith(source) and f"'{key}'" in msg, msg
+
+
+def test_a_bad_yaml_value_on_the_command_line_is_a_config_error():
+    with pytest.raises(ConfigError) as e:
+        load(None, {"tolerations": "[unclosed"}, environ={})
+    assert str(e.value).startswith("--gpuconform-set tolerations: 'tolerations' not valid YAML")
+
+
+def test_mig_profiles_and_pool_counts_name_the_bad_entry(tmp_path):
+    with pytest.raises(ConfigError, match=r"'mig.profiles' profile 'mig-1g.5gb': expected a non-negative integer"):
+        load(write(tmp_path, "mig:\n  profiles: {mig-1g.5gb: seven}\n"), environ={})
+    with pytest.raises(ConfigError, match=r"'nodes.expectedGpus' pool 'a100': expected a non-negative integer"):
+        load(write(tmp_path, "nodes:\n  poolLabel: pool\n  expectedGpus: {a100: -2}\n"), environ={})
+
+
+def test_expected_gpus_pool_mapping_from_the_command_line():
+    c = load(None, {"nodes.expectedGpus": "{a100: 8}", "nodes.poolLabel": "pool"}, environ={})
+    assert c.get("nodes.expectedGpus") == {"a100": 8}
+
+
+def test_get_refuses_a_key_the_schema_does_not_know():
+    c = load(None, environ={})
+    with pytest.raises(KeyError, match="burst.sample"):
+        c.get("burst.sample")
+    with pytest.raises(KeyError):
+        c.seconds("burst.samples")  # not a duration
+    assert c.get("thresholds") == {"scheduleP99": "5s", "startP50": "5s", "startP99": "10s", "allocateP99": "1s"}
+
+
+def test_view_reads_a_recorded_config_dict_with_defaults_for_what_it_lacks():
+    c = gconfig.view({"vendor": "amd", "nodes": {"expectedGpus": 4}})
+    assert c.get("vendor") == "amd" and c.get("nodes.expectedGpus") == 4
+    assert c.get("resourceName") == "nvidia.com/gpu" and c.get("nodes.poolLabel") == ""
+    cfg = load(None, environ={})
+    assert gconfig.view(cfg) is cfg
+
+
+def test_every_preset_sets_only_schema_keys_with_valid_values():
+    for name, (_, values) in PRESETS.items():
+        cfg = load(None, {"preset": name}, environ={})
+        for dotted, where in cfg.sources.items():
+            assert dotted in BY_KEY and where == ("--gpuconform-set preset" if dotted == "preset" else f"preset {name}")
+
+
+_ENV_READ = re.compile(r"""os\.(?:environ\.get\(|environ\[|getenv\()\s*["']([A-Z0-9_]+)["']""")
+
+
+def test_variables_read_outside_the_loader_are_declared():
+    """The suite reads no configuration from the environment behind the schema's back (the test bed's own
+    variables in localcluster/ and the test harness in testing/ are not the suite)."""
+    found = {}
+    for d in ("gpuconform", "fixtures", "tests", "manifests"):
+        for py in (ROOT / d).rglob("*.py"):
+            for name in _ENV_READ.findall(py.read_text()):
+                found.setdefault(name, py.relative_to(ROOT))
+    undeclared = {n: str(p) for n, p in found.items() if n not in OUTSIDE_ENV and n != "HOSTNAME"}
+    assert not undeclared, f"declare these in config.OUTSIDE_ENV (or make them schema fields): {undeclared}"
+
+
+_OTHER_ACCESS = re.compile(r"""\bcfg\[|\brun\.data\b|\.cfg\.data\b|\bd\[["'](?:nodes|plugin|operator|topology)["']\]""")
+
+
+def test_checks_and_fixtures_read_the_config_one_way():
+    """cfg.get("a.b") / cfg.seconds("a.b") only: no cfg["a"]["b"] and no raw-dict access (config.py and the
+    serialisation of the whole config for the report are the exceptions)."""
+    offenders = []
+    for d in ("gpuconform", "fixtures", "tests"):
+        for py in (ROOT / d).rglob("*.py"):
+            if py.name == "config.py":
+                continue
+            for i, line in enumerate(py.read_text().splitlines(), 1):
+                if _OTHER_ACCESS.search(line):
+                    offenders.append(f"{py.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_subscripting_a_config_says_how_to_read_it():
+    with pytest.raises(TypeError, match=r"cfg.get\('burst.<key>'\)"):
+        load(None, environ={})["burst"]
+
+
+def test_timing_constants_are_documented_and_positive():
+    from gpuconform import timing
+
+    source = Path(timing.__file__).read_text()
+    names = [n for n in vars(timing) if n.isupper()]
+    assert len(names) >= 10
+    for name in names:
+        value = getattr(timing, name)
+        assert isinstance(value, (int, float)) and value > 0, name
+        assert re.search(rf"#: .*\n(?:#: .*\n)*{name} = ", source), f"{name} has no #: comment above it"
+    # what a user may tune is config, not a constant: no constant shadows a timeout key
+    assert not {n.lower() for n in names} & {f.key.split(".")[-1].lower() for f in FIELDS}

@@ -1,9 +1,10 @@
-"""docs: the generated reference pages are committed and current, and cover every config key and reason code."""
+"""docs: the generated reference pages are committed and current, and cover every config field (from the schema in
+gpuconform/config.py) and reason code."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
-import textwrap
 
 import pytest
 
@@ -18,13 +19,42 @@ def test_committed_docs_are_current():
                      "run `make docs` (python -m gpuconform.docs) and commit the result")
 
 
-def test_every_config_key_appears_with_default_and_environment_variable():
+def _row(text: str, first_cell: str) -> str | None:
+    return next((line for line in text.splitlines() if line.startswith(f"| `{first_cell}` |")), None)
+
+
+def test_the_reference_lists_every_field_with_default_type_environment_doc_and_rule():
     text = docs.config_reference()
-    for key, default in gconfig._flatten(gconfig.DEFAULTS).items():
-        row = next((line for line in text.splitlines() if line.startswith(f"| `{key}` |")), None)
-        assert row is not None, key
-        assert f"`{gconfig.env_name(key)}`" in row
-        assert docs._cell(docs._value(default)) in row
+    for f in gconfig.FIELDS:
+        row = _row(text, f.key)
+        assert row is not None, f.key
+        assert f"`{f.env}`" in row
+        assert docs._cell(docs._value(f.default)) in row
+        assert docs._cell(f.kind.name) in row
+        assert docs._prose(f.doc) in row
+        assert docs._prose(f.kind.rule) in row
+    rows = [line for line in text.splitlines() if line.startswith("| `") and "`GPUCONFORM_" in line
+            and line.split("|")[1].strip().strip("`") in gconfig.BY_KEY]
+    assert len(rows) == len(gconfig.FIELDS)  # each field once
+
+
+def test_cross_field_rules_appear_with_their_key():
+    text = docs.config_reference()
+    for rule in gconfig.CROSS_RULES:
+        assert docs._prose(rule.message) in _row(text, rule.key)
+
+
+def test_every_variable_outside_the_schema_is_listed():
+    text = docs.config_reference()
+    for name in gconfig.OUTSIDE_ENV:
+        assert _row(text, name) is not None, name
+
+
+def test_section_texts_come_from_the_schema():
+    text = docs.config_reference()
+    for section, doc in gconfig.SECTIONS.items():
+        if section and doc:
+            assert f"### `{section}`\n\n{docs._prose(doc)}\n" in text
 
 
 def test_config_reference_states_the_precedence_and_every_preset():
@@ -56,55 +86,6 @@ def test_tables_keep_their_columns(render):
         assert cells == width, line
 
 
-def test_comments_are_attached_to_the_key_they_describe():
-    source = textwrap.dedent('''
-        # not about a key
-        DEFAULTS = {
-            "a": 1,  # about a
-            "s": {"x": 1, "y": 2},  # about s, not x or y
-            "t": {  # about t
-                "u": "5s",
-                "v": [1, 2],  # about v
-            },
-            # about w,
-            # two lines
-            "w": {"z": 0},
-            # detached by the blank line below
-
-            "q": True,
-        }
-        ''')
-    assert docs.default_comments(source) == {"a": "about a", "s": "about s, not x or y", "t": "about t",
-                                              "t.v": "about v", "w": "about w, two lines"}
-
-
-def test_comments_of_the_real_config():
-    c = docs.default_comments(open(gconfig.__file__).read())
-    assert c["nodes.exclude"].startswith("label selector of nodes to leave alone")
-    assert c["sharing"].startswith("auto = from each node's GFD labels")
-    assert c["thresholds"].startswith("latency thresholds")
-    assert c["baseline"].startswith("--gpuconform-baseline FILE")
-    assert set(c) <= set(gconfig._flatten(gconfig.DEFAULTS)) | set(gconfig.DEFAULTS)
-
-
-def test_validation_rules_resolve_literal_loops_and_drop_run_time_values():
-    source = textwrap.dedent('''
-        def _check(cfg):
-            if cfg.get("a") not in ("x", "y"):
-                raise bad("a", f"must be x|y, got {cfg.get('a')!r}")
-            for key in ("b", "c"):
-                raise bad(key, f"must be a selector, got {cfg.get(key)!r}")
-            for key, lo in (("d", 1), ("e", 0)):
-                raise bad(key, f"must be an integer >= {lo}, got 0")
-            for k, v in cfg.get("m").items():
-                raise bad("m", f"pool {k!r}: bad")
-            raise bad("m", "must be a mapping")
-        ''')
-    assert docs.validation_rules(source) == {"a": ["must be x|y"], "b": ["must be a selector"],
-                                             "c": ["must be a selector"], "d": ["must be an integer >= 1"],
-                                             "e": ["must be an integer >= 0"], "m": ["must be a mapping"]}
-
-
 def test_check_mode_names_the_stale_file(tmp_path, capsys):
     assert docs.main(["--dir", str(tmp_path)]) == 0
     capsys.readouterr()
@@ -117,8 +98,12 @@ def test_check_mode_names_the_stale_file(tmp_path, capsys):
 
 
 def test_a_new_key_or_reason_code_makes_the_committed_docs_stale(monkeypatch):
-    monkeypatch.setitem(gconfig.DEFAULTS, "newKey", 1)
+    monkeypatch.setattr(gconfig, "FIELDS", gconfig.FIELDS + (gconfig.Field("newKey", gconfig.Int(), 1, "new"),))
     assert [p.name for p in docs.stale(docs.DOCS_DIR)] == [docs.CONFIG_DOC]
-    monkeypatch.delitem(gconfig.DEFAULTS, "newKey")
+    monkeypatch.undo()
+    monkeypatch.setattr(gconfig, "FIELDS", tuple(dataclasses.replace(f, doc="changed") if f.key == "burst.samples"
+                                                 else f for f in gconfig.FIELDS))
+    assert [p.name for p in docs.stale(docs.DOCS_DIR)] == [docs.CONFIG_DOC]
+    monkeypatch.undo()
     monkeypatch.setitem(REASONS, "GPU-NEW", REASONS["ENV-API"])
     assert [p.name for p in docs.stale(docs.DOCS_DIR)] == [docs.REASONS_DOC]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuconform import config as gconfig, discovery, nodes
+from gpuconform import config as gconfig, discovery, nodes, pods
 from gpuconform.counts import check_counts, expectation, stale_resources
 from gpuconform.verdicts import capacity_findings
 
@@ -44,7 +44,7 @@ def test_plugin_found_by_what_it_is_and_companions_set_aside(layout_file, node_n
     preset, vendor, prefix, layout = LAYOUTS[layout_file]
     data = load(layout_file)
     on_node = [p for p in data["pods"] if p["spec"].get("nodeName") == node_name
-               and p["status"].get("phase") not in ("Succeeded", "Failed")]  # what the field-selected LIST returns
+               and not pods.is_terminal(p)]  # what the field-selected LIST returns
     found = discovery.find_plugin_pods(on_node, vendor)
     names = [p["metadata"]["name"] for p in found.pods]
     assert len(names) == 1 and names[0].startswith(prefix) and "feature-discovery" not in names[0], found.why

@@ -134,10 +134,10 @@ def test_other_failure_is_env_api():
 def test_exit_code_and_phase_helpers():
     cs = [{"name": "probe", "state": {"terminated": {"exitCode": 3, "reason": "Error"}}}]
     p = recorded("Failed", container_statuses=cs)
-    assert pods.exit_code(p) == 3 and pods.is_done(p) and pods.is_running_or_done(p)
+    assert pods.exit_code(p) == 3 and pods.is_terminal(p) and pods.is_running_or_terminal(p)
     assert pods.exit_code(recorded("Pending")) is None
-    assert not pods.is_done(recorded("Running")) and pods.is_running_or_done(recorded("Running"))
-    assert not pods.is_running_or_done(recorded("Pending"))
+    assert not pods.is_terminal(recorded("Running")) and pods.is_running_or_terminal(recorded("Running"))
+    assert not pods.is_running_or_terminal(recorded("Pending"))
 
 
 # ---------------------------------------------------------------- manifests

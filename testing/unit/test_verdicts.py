@@ -1,13 +1,24 @@
-"""verdicts: registration and allocation verdicts from recorded pods, nodes and probe output (one per code)."""
+"""verdicts.allocation (and the registration verdicts it began with): what probe pods see, bursts, the CUDA
+workload, the counts and the pod that must wait; from recorded probe output, pods and nodes (testing/unit/samples)."""
 
 from __future__ import annotations
 
-import pytest
+import copy
+import json
+from pathlib import Path
 
+import pytest
+from recorded import obj, probe_log, text
+
+from gpuconform import config as gconfig
 from gpuconform.counts import Expectation
+from gpuconform.pods import probe_pod
 from gpuconform.probes import parse_nvidia_smi_l
-from gpuconform.verdicts import (Seen, burst_findings, capacity_findings, isolation_findings, plugin_pod_findings,
-                                 socket_findings)
+from gpuconform.verdicts import (Seen, burst_findings, capacity_findings, count_findings, extra_pod_findings,
+                                 isolation_findings, isolation_request, plugin_pod_findings, socket_findings,
+                                 unhealthy_ids_needed, vector_add_findings)
+
+DEFAULT_CFG = copy.deepcopy(gconfig.DEFAULTS)
 
 G0, G1 = "GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901", "GPU-8c4f2a1e-0d3b-4e5f-a617-2b8c9d0e1f23"
 M0, M1 = "MIG-5c1a2b3d-4e5f-5a6b-9c7d-8e9f0a1b2c3d", "MIG-6d2b3c4e-5f60-5b7c-8d9e-0f1a2b3c4d5e"
@@ -138,3 +149,155 @@ def test_isolation_time_sliced_mig_replicas_may_share_one_mig_device():
     zero = Seen("iso0", 0, [], [])
     assert isolation_findings("n", zero, Seen("iso1", 1, ["/dev/nvidia0"], smi((G0, [M0]))), "mig", 2) == []
     assert burst_findings("n", burst(smi((G0, [M0])), smi((G0, [M0]))), 2)[0] == []
+
+
+# ------------------------------------------------------------------ from recorded inputs (testing/unit/samples)
+
+QUADRO = text("smi_l_plain_quadro.txt")  # 2x Quadro RTX 4000
+A100_MIG = text("smi_l_a100_mig_mixed.txt")  # GPU 0 in MIG mode with four 1g.20gb devices, GPUs 1-3 whole
+VGPU = text("vectoradd_passed_then_smi_l_vgpu.txt").splitlines()[-1]  # nvidia-smi -L of one vGPU
+NO_GPU = "No devices were found"  # what nvidia-smi -L prints in a container given no GPU
+
+
+def seen(pod: str, requested: int, smi_l: str, dev: int, env: str = "NVIDIA_VISIBLE_DEVICES=<unset>") -> Seen:
+    """A probe pod's view from its log, the recorded nvidia-smi -L in the probe's section layout."""
+    log = probe_log(env=env, dev="\n".join(f"/dev/nvidia{i}" for i in range(dev)), nvidia_smi_L=smi_l)
+    return Seen.from_log(pod, requested, log)
+
+
+def test_seen_from_a_probe_log():
+    s = seen("iso2", 2, QUADRO, 2, "NVIDIA_VISIBLE_DEVICES=GPU-c7b57be0,GPU-d6de6afc")
+    assert s.dev == ["/dev/nvidia0", "/dev/nvidia1"] and [g.name for g in s.gpus] == ["Quadro RTX 4000"] * 2
+    assert s.evidence()["nvidia-smi"] == ["GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43",
+                                          "GPU-d6de6afc-bdfe-75c4-5273-0544439153fc"]
+    assert s.env == "NVIDIA_VISIBLE_DEVICES=GPU-c7b57be0,GPU-d6de6afc"
+
+
+def test_isolation_from_recorded_outputs():
+    zero = seen("iso0", 0, NO_GPU, 0)
+    assert zero.gpus == [] and isolation_findings("n", zero, seen("iso2", 2, QUADRO, 2), "gpu") == []
+    assert [f.code for f in isolation_findings("n", zero, seen("iso2", 2, NO_GPU, 0), "gpu")] == \
+        ["GPU-F12-DEVICE-NOT-INJECTED"]
+    f = isolation_findings("n", seen("iso0", 0, QUADRO, 2, "NVIDIA_VISIBLE_DEVICES=all"), seen("iso2", 2, QUADRO, 2),
+                           "gpu")
+    assert [x.code for x in f] == ["GPU-ISOLATION"] and "NVIDIA_VISIBLE_DEVICES=all" in f[0].message
+    # a MIG pod given one 1g.20gb device that sees the whole node
+    f = isolation_findings("n", zero, seen("iso1", 1, A100_MIG, 4), "mig")
+    assert [x.code for x in f] == ["GPU-ISOLATION"] and "sees 4" in f[0].message
+
+
+def test_burst_from_recorded_outputs():
+    gpu0, gpu1 = QUADRO.splitlines()
+    found, owners = burst_findings("n", [seen("burst0", 1, gpu0, 1), seen("burst1", 1, gpu1, 1)], 1)
+    assert found == [] and len(owners) == 2
+    found, _ = burst_findings("n", [seen("burst0", 1, VGPU, 1), seen("burst1", 1, VGPU, 1)], 1)
+    assert [f.code for f in found] == ["GPU-DOUBLE-ALLOCATION"] and "GPU-b40d5aa3-6b30-11ef-a128-9bcddb13a8d2" in \
+        found[0].message
+    found, _ = burst_findings("n", [seen("burst0", 1, NO_GPU, 0)], 1)
+    assert [f.code for f in found] == ["GPU-F12-DEVICE-NOT-INJECTED"]
+
+
+@pytest.mark.parametrize("sample,code", [
+    ("vectoradd_passed_then_smi_l_vgpu.txt", None),
+    ("vectoradd_no_device.txt", "GPU-F12-DEVICE-NOT-INJECTED"),
+    ("vectoradd_forward_compat.txt", "GPU-F13-CUDA-FAILURE"),
+    ("vectoradd_busy_new_wording.txt", "GPU-F13-CUDA-FAILURE"),
+])
+def test_vector_add_from_recorded_logs(sample, code):
+    log = text(sample)
+    f = vector_add_findings("gpu-a", "vectoradd-gpu-a", "nvidia.com/gpu", log, 0 if code is None else 1)
+    assert [x.code for x in f] == ([code] if code else [])
+    if code:
+        assert "vector-add pod vectoradd-gpu-a (nvidia.com/gpu) exited 1" in f[0].message
+
+
+def test_vector_add_passed_text_with_a_failing_exit_is_a_failure():
+    f = vector_add_findings("gpu-a", "v", "nvidia.com/gpu", text("vectoradd_passed_then_smi_l_vgpu.txt"), 1)
+    assert [x.code for x in f] == ["GPU-F13-CUDA-FAILURE"]
+
+
+def test_isolation_request_is_one_replica_on_shared_nodes():
+    assert isolation_request(Expectation("nvidia.com/gpu", 4, 1, "labels"), 4, 8) == 2
+    assert isolation_request(Expectation("nvidia.com/gpu", 4, 1, "labels"), 1, 8) == 1
+    assert isolation_request(Expectation("nvidia.com/gpu.shared", 2, 4, "labels", "none"), 8, 8) == 1
+
+
+def test_extra_burst_pod_waits_or_is_over_advertised():
+    pending = obj("pod_k8s_device_plugin_165_insufficient_gpu.yaml")
+    assert extra_pod_findings("gpu-node-0", pending, "nvidia.com/gpu", 4) == []
+    running = probe_pod("burst-extra-gpu-node-0", "gpuconform-r1", "r1", "burst", "gpu-node-0", DEFAULT_CFG, 1,
+                        resource="nvidia.com/gpu")  # the suite's own pod, as the API returns it once Running
+    running["status"] = {"phase": "Running"}
+    f = extra_pod_findings("gpu-node-0", running, "nvidia.com/gpu", 4)
+    assert [x.code for x in f] == ["GPU-F04-OVERADVERTISED"] and "(nvidia.com/gpu #5) reached Running" in f[0].message
+
+
+# ------------------------------------------------------------------ the count check (counts.check_counts folded)
+
+def layout_node(file: str, name: str) -> dict:
+    data = json.loads((Path(__file__).parent / "data" / "layouts" / file).read_text())
+    return next(n for n in data["nodes"] if n["metadata"]["name"] == name)
+
+
+def advertise(node: dict, resources: dict[str, str]) -> dict:
+    """The node's status as a plugin advertising `resources` leaves it (capacity = allocatable); None removes one."""
+    for key in ("capacity", "allocatable"):
+        for res, v in resources.items():
+            if v is None:
+                node["status"][key].pop(res, None)
+            else:
+                node["status"][key][res] = v
+    return node
+
+
+STATIC = Expectation("nvidia.com/gpu", 4, 1, "GFD label nvidia.com/gpu.count=4")
+
+
+def test_counts_of_a_healthy_recorded_node():
+    assert count_findings(layout_node("nvidia-static.json", "gpu-node-0"), STATIC) == []
+
+
+def test_unhealthy_device_named_from_the_plugin_log():
+    node = obj("node_k8s_device_plugin_75_one_unhealthy.yaml")
+    exp = Expectation("nvidia.com/gpu", 3, 1, "config nodes.expectedGpus=3")
+    assert unhealthy_ids_needed(node, exp) and not unhealthy_ids_needed(layout_node("nvidia-static.json",
+                                                                                    "gpu-node-0"), STATIC)
+    f = count_findings(node, exp, [text("plugin_log_k8s_device_plugin_189_xid_unhealthy.txt")])
+    assert [x.code for x in f] == ["GPU-F03-UNHEALTHY-DEVICES"]
+    assert "1 of 3" in f[0].message and "GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8" in f[0].message
+
+
+@pytest.mark.parametrize("change,code", [
+    ({"nvidia.com/gpu": "6"}, "GPU-F04-OVERADVERTISED"),  # the bed's over-advertised fault: 2 phantom devices
+    ({"nvidia.com/gpu": "3"}, "GPU-F04-UNDERADVERTISED"),
+    ({"nvidia.com/mig-1g.10gb": "3"}, "GPU-F04-STALE-RESOURCE"),  # left behind by an earlier MIG config
+    ({"nvidia.com/gpu": None}, "GPU-F01-NOT-REGISTERED"),
+    ({"nvidia.com/gpu": "0"}, "GPU-F02-CAPACITY-ZERO"),
+])
+def test_counts_of_the_recorded_static_node_advertising_otherwise(change, code):
+    f = count_findings(advertise(layout_node("nvidia-static.json", "gpu-node-0"), change), STATIC)
+    assert [x.code for x in f] == [code]
+
+
+def test_sharing_not_applied_on_the_recorded_mps_node():
+    exp = Expectation("nvidia.com/gpu", 1, 2, "GFD labels nvidia.com/gpu.count=1, replicas=2")
+    node = layout_node("nvidia-helm.json", "gpu-mps-0")
+    assert count_findings(node, exp) == []
+    f = count_findings(advertise(node, {"nvidia.com/gpu": "1"}), exp)
+    assert [x.code for x in f] == ["GPU-F10-SHARING-MISMATCH"]
+
+
+def test_mig_profile_count_differs_on_the_recorded_mig_node():
+    exp = Expectation("nvidia.com/gpu", 2, 1, "labels", "mixed", {"nvidia.com/mig-1g.10gb": 3, "nvidia.com/mig-4g.40gb": 1},
+                      whole_gpus_too=True)
+    node = layout_node("nvidia-operator.json", "gpu-mig-0")
+    assert count_findings(node, exp) == []
+    f = count_findings(advertise(node, {"nvidia.com/mig-1g.10gb": "2"}), exp)
+    assert [x.code for x in f] == ["GPU-F09-MIG-MISMATCH"]
+
+
+def test_several_count_findings_fold_into_one():
+    node = advertise(layout_node("nvidia-static.json", "gpu-node-0"),
+                     {"nvidia.com/gpu": "6", "nvidia.com/mig-1g.10gb": "3"})
+    f = count_findings(node, STATIC)
+    assert [x.code for x in f] == ["GPU-F04-OVERADVERTISED"] and "also [GPU-F04-STALE-RESOURCE]" in f[0].message

@@ -1,67 +1,38 @@
-"""Verdicts of the registration and allocation checks as pure functions of what the checks read.
-
-Each takes recorded objects (pods, nodes, probe output) and returns findings with reason codes; an empty list
-means conformant. The checks in tests/ only act (create, wait, read) and hand over.
-"""
+"""Allocation verdicts (tests/allocation): the advertised counts, the CUDA workload, what probe pods see
+(isolation, bursts) and the pod that must wait when every device is held, each from what the check read."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .counts import Expectation, Finding, qty
-from .nodes import condition
-from .probes import Gpu, exclusive_ids
+from .. import counts, probes
+from ..counts import Expectation, Finding
+from ..probes import Gpu, exclusive_ids
+from .common import folded
 
 
-def plugin_pod_findings(node: str, plugin_pods: list[dict], max_restarts: int) -> list[Finding]:
-    """A plugin pod crash-looping (or restarted more than allowed) or not Ready."""
-    out: list[Finding] = []
-    for p in plugin_pods:
-        name = f"{p['metadata'].get('namespace')}/{p['metadata']['name']}"
-        for cs in p.get("status", {}).get("containerStatuses", []) or []:
-            waiting = (cs.get("state") or {}).get("waiting") or {}
-            last = (cs.get("lastState") or {}).get("terminated") or {}
-            if waiting.get("reason") == "CrashLoopBackOff" or cs.get("restartCount", 0) > max_restarts:
-                out.append(Finding("GPU-F08-PLUGIN-CRASHLOOP",
-                                   f"{node}: plugin pod {name} container {cs['name']} restarted "
-                                   f"{cs.get('restartCount', 0)} times (allowed {max_restarts}), state "
-                                   f"{waiting.get('reason') or 'running'}; last termination: exit "
-                                   f"{last.get('exitCode')} {last.get('reason')}: "
-                                   f"{(last.get('message') or '').strip()[:400] or '(no termination message)'}"))
-        if not out and condition(p, "Ready") != "True":
-            out.append(Finding("GPU-F08-PLUGIN-NOT-READY", f"{node}: plugin pod {name} is not Ready "
-                               f"(phase {p.get('status', {}).get('phase')})"))
-    return out
+def unhealthy_ids_needed(node: dict, exp: Expectation) -> bool:
+    """Whether the count check should read the plugin log for Unhealthy device IDs: capacity > allocatable."""
+    cap, alloc = counts.advertised(node, exp.resource)
+    return cap is not None and alloc is not None and cap > alloc
 
 
-def capacity_findings(node: dict, exp: Expectation) -> list[Finding]:
-    """Each of the node's GPU resources present in capacity with a non-zero count (and allocatable)."""
-    name = node["metadata"]["name"]
-    st = node.get("status", {})
-    out = []
-    for res in exp.resources:
-        cap, alloc = (qty((st.get(k) or {}).get(res)) for k in ("capacity", "allocatable"))
-        if cap is None:
-            out.append(Finding("GPU-F01-NOT-REGISTERED", f"{name}: {res} is absent from capacity ({exp.describe()}); "
-                               "the plugin never registered it with this kubelet (pod Running is not proof of "
-                               "registration)"))
-        elif not cap or not alloc:
-            out.append(Finding("GPU-F02-CAPACITY-ZERO", f"{name}: {res} capacity={cap} allocatable={alloc}; the "
-                               "plugin lost or never re-established its registration"))
-    if not exp.resources:
-        out.append(Finding("GPU-F09-MIG-MISMATCH", f"{name}: MIG strategy mixed but no nvidia.com/mig-*.count labels "
-                           "and no mig.profiles configured: no resource to look for"))
-    return out
+def count_findings(node: dict, exp: Expectation, plugin_logs: list[str] | None = None) -> list[Finding]:
+    """Advertised = physical x replicas (or the MIG profile counts), no Unhealthy device, no stale GPU resource key
+    (counts.check_counts, counts.stale_resources), folded into one finding: the first code, the others listed.
+    `plugin_logs` (read where unhealthy_ids_needed) name the Unhealthy devices."""
+    unhealthy = None if plugin_logs is None else [i for log in plugin_logs for i in counts.unhealthy_from_log(log)]
+    return folded(counts.check_counts(node, exp, unhealthy) + counts.stale_resources(node, exp))
 
 
-def socket_findings(node: str, listing: str, want: list[str]) -> list[Finding]:
-    """`ls -la` of the device-plugins directory must show every expected socket (one per resource)."""
-    entries = [ln.split()[-1] for ln in listing.splitlines()[1:] if ln.split()]
-    missing = [s for s in want if s not in entries]
-    if not missing:
+def vector_add_findings(node: str, pod: str, resource: str, log: str, exit_code: int | None) -> list[Finding]:
+    """The CUDA vector-add sample printed 'Test PASSED' and exited 0; otherwise its mapped cause (GPU-F12 when the
+    container saw no device, GPU-F13 for a CUDA failure), with the output's tail."""
+    result = probes.vector_add_result(log, exit_code)
+    if result.passed:
         return []
-    return [Finding("GPU-F01-NOT-REGISTERED", f"{node}: {', '.join(missing)} not found in "
-                    f"/var/lib/kubelet/device-plugins (expected {want}; entries: {entries})")]
+    return [Finding(result.code or "GPU-F13-CUDA-FAILURE", f"{node}: vector-add pod {pod} ({resource}) exited "
+                    f"{exit_code}: {result.cause}; output tail: {log.strip()[-300:]!r}")]
 
 
 @dataclass(frozen=True)
@@ -78,6 +49,24 @@ class Seen:
     def ids(self) -> list[str]:
         """What it was exclusively given (MIG UUIDs, else GPU UUIDs; device nodes if nvidia-smi saw nothing)."""
         return exclusive_ids(self.gpus) or list(self.dev)
+
+    @classmethod
+    def from_log(cls, pod: str, requested: int, log: str) -> "Seen":
+        """From the probe's log (pods.PROBE_SCRIPT's sections: dev, nvidia-smi -L, env)."""
+        s = probes.sections(log)
+        devs = [d for d in s.get("dev", "").splitlines() if d.strip()]
+        return cls(pod, requested, devs, probes.parse_nvidia_smi_l(s.get("nvidia-smi -L", "")), s.get("env", ""))
+
+    def evidence(self) -> dict:
+        return {"dev": self.dev, "nvidia-smi": [g.uuid for g in self.gpus],
+                "mig": [m.uuid for g in self.gpus for m in g.migs], "env": self.env}
+
+
+def isolation_request(exp: Expectation, free: int, max_per_node: int) -> int:
+    """How many devices the isolation check's pod requests: 2 where the node has them free, else 1. A time-sliced
+    node hands out replicas and upstream can refuse requests for more than one (failRequestsGreaterThanOne), so
+    one replica is the request every healthy sharing config admits."""
+    return 1 if exp.per_device > 1 else min(2, free, max_per_node)
 
 
 def isolation_findings(node: str, zero: Seen, some: Seen, unit: str, per_device: int = 1) -> list[Finding]:
@@ -134,3 +123,12 @@ def burst_findings(node: str, seen: list[Seen], per_device: int) -> tuple[list[F
             out.append(Finding("GPU-DOUBLE-ALLOCATION", f"{node}: device {dev} is visible in {len(holders)} pods at "
                                f"the same time ({', '.join(holders)}); it may be held by {allowed}"))
     return out, owners
+
+
+def extra_pod_findings(node: str, pod: dict, resource: str, held: int) -> list[Finding]:
+    """Pod N+1 of a burst that holds all `held` free devices must stay Pending (GPU-F04-OVERADVERTISED if not)."""
+    phase = pod.get("status", {}).get("phase")
+    if phase == "Pending":
+        return []
+    return [Finding("GPU-F04-OVERADVERTISED", f"{node}: pod {pod['metadata']['name']} ({resource} #{held + 1}) reached "
+                    f"{phase} although all {held} free devices were held by the burst")]

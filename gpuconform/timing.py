@@ -1,0 +1,81 @@
+"""Every fixed timing constant of the suite, in one place (as the Kubernetes e2e framework keeps its timeouts in
+test/e2e/framework/timeouts.go).
+
+What a user may reasonably tune is a config field instead (gpuconform/config.py, docs/config-reference.md):
+`timeouts.podStart`, `timeouts.podComplete`, `timeouts.apiRequest`, `timeouts.cleanup`, the latency
+`thresholds.*` and `baseline.latencyAbsolute`. The constants here are the suite's own mechanics: how often it
+re-checks, how long a problem must persist, how a watch is renewed. Changing one changes what a verdict means
+or how a run behaves under faults, so they are not configuration; change them here, with a reason, and run the
+fault matrix (testing/e2e/test_fault_matrix.py).
+
+All values are seconds unless the name says otherwise.
+"""
+
+from __future__ import annotations
+
+# ---------------------------------------------------- pod waits (gpuconform/waits.py, fixtures/pod_runner.py)
+
+#: A problem seen on a Pending pod (unschedulable, image pull, container create error) must persist this long
+#: before it is a verdict: the scheduler and the kubelet retry, and a transient condition must not fail a check.
+PENDING_GRACE_S = 8.0
+
+#: A wait (or the scheduler's wait for a running check) prints a live line after this much waiting, then again
+#: every as long. Quick pods print nothing, so CI logs stay quiet.
+PROGRESS_EVERY_S = 15.0
+
+#: The longest a waiting thread blocks before it re-checks cancellation (Ctrl-C, SIGTERM, a stopped run):
+#: pod waits, the scheduler's dispatch loop and pytest's wait for a check's job.
+CANCEL_CHECK_S = 1.0
+
+# ------------------------------------------------------------------ watches (gpuconform/kube.py)
+
+#: A watch request's server-side timeout (`timeoutSeconds`); the watch is renewed from the last resourceVersion.
+WATCH_WINDOW_S = 60
+
+#: The client-side request timeout of a watch exceeds its server-side window by this much, so the server ends
+#: the window normally and a silent connection is still detected.
+WATCH_CLIENT_SLACK_S = 10
+
+#: After a transient watch error (connection drop, 5xx) the watch re-watches from its last resourceVersion after
+#: this pause.
+WATCH_RETRY_S = 1.0
+
+# ------------------------------------------------------------------ API request retries (gpuconform/kube.py)
+
+#: Attempts of one API request on transient errors (429, 5xx, connection resets); auth errors are never retried.
+API_RETRY_ATTEMPTS = 5
+
+#: Exponential backoff between attempts: this, twice this, four times this ... up to API_BACKOFF_MAX_S.
+API_BACKOFF_BASE_S = 0.5
+
+#: The longest pause between two attempts (without a Retry-After header).
+API_BACKOFF_MAX_S = 8.0
+
+#: A server's Retry-After header is honoured up to this long.
+API_RETRY_AFTER_MAX_S = 30.0
+
+# ------------------------------------------------------------------ test pods (gpuconform/pods.py)
+
+#: activeDeadlineSeconds of a test pod when its caller gives none: a SIGKILLed runner still frees the GPUs.
+POD_ACTIVE_DEADLINE_S = 300
+
+#: terminationGracePeriodSeconds of a test pod: the probes hold no state worth a graceful stop.
+POD_TERMINATION_GRACE_S = 1
+
+#: How long a probe pod that must hold its GPUs while others are created (the burst check) sleeps after its
+#: evidence; the check deletes it when done, and activeDeadlineSeconds bounds it anyway.
+POD_HOLD_S = 600
+
+# ------------------------------------------------------------------ probe logs (tests/allocation)
+
+#: How long a check waits for a finished probe pod's log to become readable (the kubelet may serve it late).
+LOG_READ_TIMEOUT_S = 30.0
+
+#: How often it retries reading that log.
+LOG_READ_EVERY_S = 0.5
+
+# ------------------------------------------------------------------ cleanup (fixtures/session.py)
+
+#: The least request timeout given to one namespace deletion when timeouts.cleanup is nearly spent, so the
+#: deletion is still sent (the namespace controller finishes it server-side).
+CLEANUP_MIN_REQUEST_S = 1.0

@@ -1,0 +1,38 @@
+"""Every check's verdict as a pure function of what the check read.
+
+Each function takes recorded objects (pods and nodes as the API returns them, probe and plugin logs, the
+kubelet's /metrics and configz) and returns findings (counts.Finding: a reason code and a message naming the
+node and the observed and expected values); an empty list means conformant, or that the check can run. The
+checks in tests/ only act (create, wait, read) and hand the findings over (fixtures.checks.hand_over), so every
+decision is unit-tested with recorded inputs (testing/unit/test_verdicts*.py, one test per reason code).
+
+One module per check area, as tests/ is laid out: registration, allocation, topology, latency; common holds the
+skips every area shares (node unusable or busy, optional permission not granted, not an NVIDIA node).
+"""
+
+from ..counts import Finding
+from .allocation import (Seen, burst_findings, count_findings, extra_pod_findings, isolation_findings,
+                         isolation_request, unhealthy_ids_needed, vector_add_findings)
+from .common import busy, folded, not_checked, nvidia_tooling, unusable
+from .latency import allocate_delta, latency_findings, latency_properties, latency_summary
+from .registration import (capacity_findings, kubelet_started, operator_findings, plugin_findings,
+                           plugin_pod_findings, registration_counts, registration_findings, socket_findings)
+from .topology import (admission_findings, alignment_from_log, expected_policies, kubelet_policies, numa_findings,
+                       policy_findings)
+
+__all__ = [
+    "Finding",
+    # common: may the check run here?
+    "busy", "folded", "not_checked", "nvidia_tooling", "unusable",
+    # registration
+    "capacity_findings", "kubelet_started", "operator_findings", "plugin_findings", "plugin_pod_findings",
+    "registration_counts", "registration_findings", "socket_findings",
+    # allocation
+    "Seen", "burst_findings", "count_findings", "extra_pod_findings", "isolation_findings", "isolation_request",
+    "unhealthy_ids_needed", "vector_add_findings",
+    # topology
+    "admission_findings", "alignment_from_log", "expected_policies", "kubelet_policies", "numa_findings",
+    "policy_findings",
+    # latency
+    "allocate_delta", "latency_findings", "latency_properties", "latency_summary",
+]

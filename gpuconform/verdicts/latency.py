@@ -1,0 +1,63 @@
+"""Latency verdict (tests/latency): the configured percentile thresholds on server-side pod timings, and the
+kubelet's Allocate p99 from the delta of its histogram over the check."""
+
+from __future__ import annotations
+
+from .. import latency, metrics
+from ..counts import Finding
+
+ALLOC_DURATION = "kubelet_device_plugin_alloc_duration_seconds"
+
+
+def allocate_delta(before: list[metrics.Sample] | None, after: list[metrics.Sample] | None,
+                   resource: str) -> metrics.Histogram | None:
+    """The Allocate-duration histogram of `resource` over the check: after minus before (None when the kubelet's
+    metrics were not read, or it exported no such histogram)."""
+    if before is None or after is None:
+        return None
+    h = metrics.histogram(after, ALLOC_DURATION, resource_name=resource)
+    return h.minus(metrics.histogram(before, ALLOC_DURATION, resource_name=resource)) if h else None
+
+
+def latency_summary(node: str, times: list[latency.PodTimes], alloc: metrics.Histogram | None,
+                    kubelet_read: bool) -> dict:
+    """What the check measured, for the evidence, the properties and the run's latency figures: each pod's
+    schedule and start seconds, their percentiles, and the Allocate histogram delta (when the kubelet was read)."""
+    out: dict = {"node": node, "pods": [{"pod": t.pod, "schedule_s": t.phase("schedule"), "start_s": t.phase("start"),
+                                         "scheduled_from_event": t.scheduled_precise} for t in times]}
+    for ph in ("schedule", "start"):
+        vals = [v for t in times if (v := t.phase(ph)) is not None]
+        if vals:
+            s = latency.summarize(vals)
+            out[ph] = {"n": s.n, "p50": s.p50, "p95": s.p95, "p99": s.p99, "max": s.max, "note": s.note}
+    if not kubelet_read:
+        out["allocate"] = "not checked (nodes/proxy not granted)"
+    elif alloc and alloc.count > 0:
+        out["allocate"] = {"n": int(alloc.count), "mean_s": alloc.sum / alloc.count,
+                           "p99_bucket_le_s": alloc.quantile_upper_bound(0.99)}
+    return out
+
+
+def latency_properties(summary: dict) -> dict[str, float | None]:
+    """The figures a latency_summary puts on the test report (JUnit properties): p50/p99 per phase, Allocate p99."""
+    props: dict[str, float | None] = {f"{ph}_{q}_s": summary[ph][q] for ph in ("schedule", "start") if ph in summary
+                                      for q in ("p50", "p99")}
+    if isinstance(summary.get("allocate"), dict):
+        props["allocate_p99_bucket_le_s"] = summary["allocate"]["p99_bucket_le_s"]
+    return props
+
+
+def latency_findings(node: str, times: list[latency.PodTimes], thresholds: dict[str, float],
+                     alloc: metrics.Histogram | None, allocate_p99: float) -> list[Finding]:
+    """Every configured threshold (scheduleP99, startP50, startP99 from server timestamps; allocateP99 from the
+    Allocate histogram delta's p99 bucket bound) holds; all violations in one GPU-LATENCY-THRESHOLD finding."""
+    violations = latency.evaluate(times, thresholds)
+    if alloc and alloc.count > 0:
+        p99 = alloc.quantile_upper_bound(0.99)
+        if p99 is not None and p99 > allocate_p99:
+            violations.append(latency.Violation("allocateP99 (kubelet Allocate RPC)", p99, allocate_p99,
+                                                int(alloc.count), [("mean", alloc.sum / alloc.count)]))
+    if not violations:
+        return []
+    return [Finding("GPU-LATENCY-THRESHOLD", f"{node}: " + "; ".join(v.render() for v in violations)
+                    + " (creation/start timestamps have 1 s resolution)")]

@@ -1,0 +1,117 @@
+"""Registration verdicts (tests/registration): the plugin pod, the node's capacity, the kubelet's registration
+counter, the plugin socket and the GPU operator's validator, each from what the check read."""
+
+from __future__ import annotations
+
+from .. import metrics
+from ..counts import Expectation, Finding, registration_finding
+from ..discovery import Found
+from ..nodes import condition
+
+REGISTRATIONS = "kubelet_device_plugin_registration_total"
+PROCESS_START = "process_start_time_seconds"
+
+
+def plugin_findings(node: str, found: Found, max_restarts: int) -> list[Finding]:
+    """No device-plugin pod on the GPU node at all, or one crash-looping or not Ready (plugin_pod_findings)."""
+    if not found.pods:
+        companions = f"; companions seen: {', '.join(found.companions)}" if found.companions else ""
+        return [Finding("GPU-F08-PLUGIN-NOT-READY", f"{node}: no device-plugin pod runs on this GPU node "
+                        f"({found.why}{companions}). Check the plugin DaemonSet's node selector and tolerations, or "
+                        "set plugin.selector")]
+    return plugin_pod_findings(node, found.pods, max_restarts)
+
+
+def plugin_pod_findings(node: str, plugin_pods: list[dict], max_restarts: int) -> list[Finding]:
+    """A plugin pod crash-looping (or restarted more than allowed) or not Ready."""
+    out: list[Finding] = []
+    for p in plugin_pods:
+        name = f"{p['metadata'].get('namespace')}/{p['metadata']['name']}"
+        for cs in p.get("status", {}).get("containerStatuses", []) or []:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            last = (cs.get("lastState") or {}).get("terminated") or {}
+            if waiting.get("reason") == "CrashLoopBackOff" or cs.get("restartCount", 0) > max_restarts:
+                out.append(Finding("GPU-F08-PLUGIN-CRASHLOOP",
+                                   f"{node}: plugin pod {name} container {cs['name']} restarted "
+                                   f"{cs.get('restartCount', 0)} times (allowed {max_restarts}), state "
+                                   f"{waiting.get('reason') or 'running'}; last termination: exit "
+                                   f"{last.get('exitCode')} {last.get('reason')}: "
+                                   f"{(last.get('message') or '').strip()[:400] or '(no termination message)'}"))
+        if not out and condition(p, "Ready") != "True":
+            out.append(Finding("GPU-F08-PLUGIN-NOT-READY", f"{node}: plugin pod {name} is not Ready "
+                               f"(phase {p.get('status', {}).get('phase')})"))
+    return out
+
+
+def capacity_findings(node: dict, exp: Expectation) -> list[Finding]:
+    """Each of the node's GPU resources present in capacity with a non-zero count (and allocatable)."""
+    out = [f for res in exp.resources if (f := registration_finding(node, res, exp)) is not None]
+    if not exp.resources:
+        out.append(Finding("GPU-F09-MIG-MISMATCH", f"{node['metadata']['name']}: MIG strategy mixed but no "
+                           "nvidia.com/mig-*.count labels and no mig.profiles configured: no resource to look for"))
+    return out
+
+
+def socket_findings(node: str, listing: str, want: list[str], exit_code: int | None = 0) -> list[Finding]:
+    """`ls -la` of the device-plugins directory (the probe's log, `exit_code` its exit status) must show every
+    expected socket (one per resource). A probe that failed gives no verdict (ENV-API)."""
+    if exit_code != 0:
+        return [Finding("ENV-API", f"{node}: socket probe exited {exit_code}: {listing[-300:]}")]
+    entries = [ln.split()[-1] for ln in listing.splitlines()[1:] if ln.split()]
+    missing = [s for s in want if s not in entries]
+    if not missing:
+        return []
+    return [Finding("GPU-F01-NOT-REGISTERED", f"{node}: {', '.join(missing)} not found in "
+                    f"/var/lib/kubelet/device-plugins (expected {want}; entries: {entries})")]
+
+
+def registration_counts(samples: list[metrics.Sample], resources: list[str]) -> dict[str, float | None]:
+    """kubelet_device_plugin_registration_total per resource from the kubelet's /metrics (None: no sample)."""
+    return {r: metrics.value(samples, REGISTRATIONS, resource_name=r) for r in resources}
+
+
+def kubelet_started(samples: list[metrics.Sample]) -> float | None:
+    """The kubelet's process_start_time_seconds (None when it does not export it)."""
+    return metrics.value(samples, PROCESS_START)
+
+
+def registration_findings(node: str, now: dict[str, float | None], before: dict[str, float | None],
+                          started: float | None, started_before: float | None) -> list[Finding]:
+    """The counter is present for each resource (GPU-F01), and neither the kubelet restarted nor a counter grew
+    since the run started (GPU-F11): a re-registration means a plugin or kubelet restart."""
+    out = [Finding("GPU-F01-NOT-REGISTERED", f"{node}: {REGISTRATIONS}{{resource_name=\"{res}\"}} is absent: the "
+                   "kubelet has no registration for this resource since it started") for res, n in now.items() if n is None]
+    if started is not None and started_before is not None and started != started_before:
+        out.append(Finding("GPU-F11-REGISTRATION-UNSTABLE", f"{node}: the kubelet restarted during the run (process "
+                           f"start time {started_before:.0f} -> {started:.0f}); its registration counters restarted "
+                           f"at {now}, so the plugin had to re-register and allocatable may have dropped meanwhile"))
+    for res, n in now.items():
+        if n is not None and before.get(res) is not None and n > before[res]:
+            out.append(Finding("GPU-F11-REGISTRATION-UNSTABLE", f"{node}: registration counter for {res} went "
+                               f"{before[res]:g} -> {n:g} during the run (plugin or kubelet restarted)"))
+    return out
+
+
+def operator_findings(node: str, validators: list[dict], selector: str, namespace: str) -> list[Finding]:
+    """The GPU operator's validator pod on the node is Ready (driver, toolkit, CUDA and plugin validations passed);
+    otherwise ENV-OPERATOR-NOT-READY naming the stuck (init) containers."""
+    if not validators:
+        return [Finding("ENV-OPERATOR-NOT-READY", f"{node}: no validator pod matching {selector!r} in namespace "
+                        f"{namespace} runs on this GPU node (operator not deployed here?)")]
+    out = []
+    for p in validators:
+        st = p.get("status", {})
+        if condition(p, "Ready") == "True":
+            continue
+        stuck = []
+        for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+            state = cs.get("state") or {}
+            why = (state.get("waiting") or {}).get("reason") or (state.get("terminated") or {}).get("reason")
+            last = (cs.get("lastState") or {}).get("terminated") or (state.get("terminated") or {})
+            if not cs.get("ready") and why:
+                msg = (last.get("message") or "").strip()[:200]
+                stuck.append(f"{cs['name']}: {why}, restarts {cs.get('restartCount', 0)}"
+                             + (f", last exit {last.get('exitCode')}: {msg}" if last else ""))
+        out.append(Finding("ENV-OPERATOR-NOT-READY", f"{node}: GPU operator validator {p['metadata']['name']} is not "
+                           f"Ready (phase {st.get('phase')}): " + ("; ".join(stuck) or "no container state reported")))
+    return out

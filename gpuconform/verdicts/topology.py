@@ -1,0 +1,61 @@
+"""Topology verdicts (tests/topology): the kubelet's policies from its configz, the admission of a Guaranteed
+GPU pod under single-numa-node, and the NUMA alignment of its CPUs and GPU from the probe's output."""
+
+from __future__ import annotations
+
+from .. import probes
+from ..counts import Finding
+
+# configz leaves out a field at its default; these are the kubelet's defaults (KubeletConfiguration v1beta1).
+KUBELET_DEFAULTS = {"topologyManagerPolicy": "none", "topologyManagerScope": "container", "cpuManagerPolicy": "none"}
+
+
+def kubelet_policies(kubelet_config: dict | None) -> dict[str, str]:
+    """The policies the kubelet runs with, from its configz `kubeletconfig` ({} or None: every default)."""
+    kc = kubelet_config or {}
+    return {k: kc.get(k, default) for k, default in KUBELET_DEFAULTS.items()}
+
+
+def expected_policies(topology: dict) -> dict[str, str]:
+    """What the config expects (the `topology` section; "any" accepts every value)."""
+    return {"topologyManagerPolicy": topology["policy"], "topologyManagerScope": topology["scope"],
+            "cpuManagerPolicy": topology["cpuManagerPolicy"]}
+
+
+def policy_findings(node: str, got: dict[str, str], want: dict[str, str]) -> list[Finding]:
+    """Each expected policy ("any": not compared) equals the kubelet's (GPU-TOPOLOGY-POLICY)."""
+    wrong = [f"{k}={got.get(k)!r} (expected {v!r})" for k, v in want.items() if v != "any" and got.get(k) != v]
+    return [Finding("GPU-TOPOLOGY-POLICY", f"{node}: kubelet " + ", ".join(wrong))] if wrong else []
+
+
+def admission_findings(node: str, pod: dict, free: int, advertised: int, policy: str) -> list[Finding]:
+    """A Guaranteed 1 CPU + 1 GPU pod rejected with TopologyAffinityError: on a node with GPUs in use the free ones
+    may just be split across NUMA nodes (GPU-F06-FRAGMENTED, a skip); on an idle node no NUMA node offers both a
+    CPU and a GPU (GPU-F06-TOPOLOGY-AFFINITY). `free` and `advertised` count the node's GPU resource."""
+    st = pod.get("status", {})
+    if st.get("reason") != "TopologyAffinityError":
+        return []
+    msg = st.get("message", "")
+    if free < advertised:
+        return [Finding("GPU-F06-FRAGMENTED", f"{node}: TopologyAffinityError with {advertised - free} of "
+                        f"{advertised} GPUs in use: free GPUs may be split across NUMA nodes ({msg})")]
+    return [Finding("GPU-F06-TOPOLOGY-AFFINITY", f"{node}: the kubelet rejected a Guaranteed 1 CPU + 1 GPU pod on an "
+                    f"idle node under policy {policy}: {msg}. No NUMA node offers both a free CPU and a GPU, so the "
+                    "plugin's device topology or the CPU reservation is wrong")]
+
+
+def alignment_from_log(log: str) -> probes.Alignment:
+    """The pod's CPUs (Cpus_allowed_list), the node's NUMA cpulists and each GPU's NUMA node (sysfs numa_node by
+    PCI bus id; without it, `nvidia-smi topo -m`'s NUMA Affinity), from the probe's sections."""
+    s = probes.sections(log)
+    cpus = probes.cpus_allowed(s.get("cpus", ""))
+    node_cpus = {int(k.split()[1]): probes.parse_cpulist(v) for k, v in s.items() if k.startswith("numa ")}
+    gpu_numa = probes.parse_pci_numa(s.get("pci numa", "")) or probes.parse_topo_numa(s.get("topo", ""))
+    return probes.alignment(cpus, node_cpus, gpu_numa)
+
+
+def numa_findings(node: str, al: probes.Alignment) -> list[Finding]:
+    """CPUs and GPU on one NUMA node; GPU-NUMA-NA (a skip) when the GPU reports no NUMA affinity."""
+    if al.aligned is None:
+        return [Finding("GPU-NUMA-NA", f"{node}: {al.detail}")]
+    return [] if al.aligned else [Finding("GPU-NUMA-MISALIGNED", f"{node}: {al.detail}")]
