@@ -10,7 +10,7 @@ APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static 
 .PHONY: soak gotest bench bench-scale lint help deps cluster-up cluster-down cluster-status faults fault fault-clear bed test unit demo suite cleanup
 
 help:
-	@echo "make demo | test | cluster-up | cluster-down | cluster-status | bed PROFILE=... LAYOUT=... | faults | fault NAME=... | fault-clear | cleanup"
+	@echo "make demo | test | cluster-up | cluster-down | cluster-status | bed PROFILE=... LAYOUT=... | faults | fault NAME=... | fault-clear | cleanup [FORCE=1]"
 	@echo "make bench | bench-scale [N=1000] | soak [N=10]"
 
 deps: $(VENV)/.installed
@@ -86,8 +86,10 @@ bench-scale: cluster-up
 soak: cluster-up
 	$(PY) testing/soak.py $(if $(filter command line,$(origin N)),$(N),10)
 
+# Deletes the namespaces of gpuconform runs that are no longer alive (heartbeat stale, or ended); it prints what it
+# deletes and what it leaves, and why (gpuconform/cleanup.py). FORCE=1: also live runs' namespaces.
 cleanup: deps
-	$(PY) -m fixtures.cleanup
+	$(PY) -m gpuconform.cleanup $(if $(filter 1 yes true,$(FORCE)),--force)
 
 # Regenerates docs/config-reference.md and docs/reason-codes.md from the code (testing/unit/test_docs.py checks them).
 .PHONY: docs

@@ -20,7 +20,7 @@ gpuconform/pods.py) accept a Config or its plain `data` dict (a recorded config 
 Environment variables read outside this schema, and why they stay outside (`OUTSIDE_ENV`, also listed in the
 reference): GPUCONFORM_CONFIG names the config file itself, so it cannot be in it; GPUCONFORM_CONTEXT picks the
 kubeconfig context together with `--k8s-kubeconfig`, and like KUBECONFIG and the in-cluster
-KUBERNETES_SERVICE_HOST (Kubernetes client conventions, read in gpuconform/kube.py and fixtures/cleanup.py)
+KUBERNETES_SERVICE_HOST (Kubernetes client conventions, read in gpuconform/kube.py and gpuconform/cleanup.py)
 says which cluster to talk to, not how to judge it; GPUCONFORM_REPORT_DIR and GPUCONFORM_RETRIEVAL_WINDOW
 configure the in-cluster Job wrapper (manifests/gpuconform_job.py), which runs before pytest; the
 GPUCONFORM_BED_* / GPUCONFORM_GPUS / GPUCONFORM_KWOK_NODES / GPUCONFORM_NODE_NAME / GPUCONFORM_STATE

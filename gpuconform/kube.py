@@ -1,32 +1,45 @@
-"""Kubernetes API access: client construction, a client-side rate limit, named retry policies, request
-counting, and a single watch over the run's own pods that every wait reads from.
+"""Kubernetes API access: client construction, a client-side rate limit, request counting, and the one place
+that sends a request (`CountingApiClient.call_api`), so every call gets:
 
-Two kinds of "not yet" are kept apart (as grpc psm-interop does): a *transient API error* (429, 5xx,
-connection reset) is retried by `api_retry` with a bounded number of attempts, honouring Retry-After; a
-*condition not met yet* (pod still Pending) is waited for on the watch cache with a named timeout, and never
-retried past a terminal state.
+- a request timeout: `timeouts.apiRequest` unless the call sets its own (no call site can forget it);
+- a deadline: all attempts and the waits between them end within API_CALL_DEADLINE_FACTOR x that timeout, each
+  attempt gets at most the time left (gpuconform/timing.py), and `deadline()` bounds a whole phase (cleanup);
+- retries only where gpuconform/apierrors.py's `should_retry` says repeating is safe (Retry-After honoured), and
+  a named create that an earlier attempt already made is taken as created (409 AlreadyExists resolved);
+- permanent errors (401, 403, 404, 409, 422, TLS) raised at once; `api_error` names them (ENV-AUTH, ENV-RBAC,
+  ENV-API).
+
+Two kinds of "not yet" are kept apart (as grpc psm-interop does): a *transient API error* is retried here; a
+*condition not met yet* (pod still Pending) is waited for on a watch cache (gpuconform/watch.py) with a named
+timeout, and never retried past a terminal state.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import re
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
-from urllib.parse import urlsplit
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+from urllib.parse import quote, urlsplit
 
 import tenacity
-import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as kconfig
-from kubernetes import watch as kwatch
-from kubernetes.client.exceptions import ApiException
 
 from . import timing
+from .apierrors import (TRANSIENT_STATUS, _cause, api_error, created_name, http_error, is_permanent, maybe_sent,
+                        retry_after, should_retry)
 from .reasons import EnvironmentProblem
+from .watch import Watch, pod_watch
+
+# What callers use as kube.X (the error names and the watch live in their own modules).
+__all__ = ["Cluster", "CountingApiClient", "EnvironmentProblem", "RateLimiter", "Watch", "api_error", "connect",
+           "created_name", "describe", "is_permanent", "pod_watch", "retry_after", "should_retry", "to_dict"]
 
 # Tokens must never reach logs: the client's and urllib3's debug logging print headers.
 for _name in ("kubernetes", "kubernetes.client.rest", "urllib3", "urllib3.connectionpool"):
@@ -49,8 +62,6 @@ class RedactSecrets(logging.Filter):
 
 
 log.addFilter(RedactSecrets())
-
-TRANSIENT_STATUS = {429, 500, 502, 503, 504}
 
 
 class RateLimiter:
@@ -75,62 +86,130 @@ class RateLimiter:
             time.sleep(wait)
 
 
-def _is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, ApiException):
-        return exc.status in TRANSIENT_STATUS
-    return isinstance(exc, (urllib3.exceptions.ProtocolError, urllib3.exceptions.MaxRetryError,
-                            urllib3.exceptions.ReadTimeoutError, ConnectionError))
-
-
-def _retry_after(state: tenacity.RetryCallState) -> float:
+def _wait(state: tenacity.RetryCallState) -> float:
     exc = state.outcome.exception() if state.outcome else None
-    if isinstance(exc, ApiException) and exc.headers:
-        ra = exc.headers.get("Retry-After")
-        if ra and str(ra).isdigit():
-            return min(float(ra), timing.API_RETRY_AFTER_MAX_S)
+    ra = retry_after(exc) if exc is not None else None
+    if ra is not None:
+        return ra
     return min(timing.API_BACKOFF_BASE_S * 2 ** (state.attempt_number - 1), timing.API_BACKOFF_MAX_S)
 
 
-def api_retry(attempts: int = timing.API_RETRY_ATTEMPTS) -> tenacity.Retrying:
-    """Retries transient API errors only (429 with Retry-After, 5xx, connection resets); never auth errors."""
-    if attempts < 1:
-        raise ValueError("a retry policy needs an attempt limit")
-    return tenacity.Retrying(retry=tenacity.retry_if_exception(_is_transient),
-                             stop=tenacity.stop_after_attempt(attempts), wait=_retry_after, reraise=True)
+def api_retry(retry: Callable[[BaseException], bool], deadline_s: float,
+              attempts: int = timing.API_RETRY_ATTEMPTS) -> tenacity.Retrying:
+    """Attempts until success, a permanent error, `attempts`, or `deadline_s` (the next wait would pass it)."""
+    if attempts < 1 or deadline_s <= 0:
+        raise ValueError("a retry policy needs an attempt limit and a deadline")
+    return tenacity.Retrying(retry=tenacity.retry_if_exception(retry),
+                             stop=tenacity.stop_after_attempt(attempts) | tenacity.stop_before_delay(deadline_s),
+                             wait=_wait, reraise=True)
+
+
+def _seconds(timeout: Any) -> float | None:
+    """A request timeout as seconds: a number, or the sum of a (connect, read) pair."""
+    if isinstance(timeout, (int, float)) and timeout > 0:
+        return float(timeout)
+    if isinstance(timeout, tuple) and len(timeout) == 2:
+        return float(sum(timeout))
+    return None
 
 
 class CountingApiClient(k8s.ApiClient):
-    """ApiClient with the rate limit and the transient-error retry applied to every request, and a count."""
+    """ApiClient that sends every request with a timeout, under the rate limit, with `should_retry`'s retries
+    bounded by a deadline, and counts the requests."""
 
-    def __init__(self, configuration: k8s.Configuration, limiter: RateLimiter, attempts: int = 5):
+    def __init__(self, configuration: k8s.Configuration, limiter: RateLimiter, request_timeout: float = 30.0,
+                 attempts: int = timing.API_RETRY_ATTEMPTS):
         super().__init__(configuration)
-        self.limiter, self.attempts = limiter, attempts
+        self.limiter, self.attempts, self.request_timeout = limiter, attempts, request_timeout
         self.requests = 0
         # pods/log and */proxy requests: the apiserver serves these long-running non-watch requests outside API
         # Priority and Fairness, so server-side APF counts do not include them.
         self.long_running = 0
         self._count_lock = threading.Lock()
+        self._local = threading.local()  # the deadline() in force on this thread
 
-    def call_api(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+    @contextlib.contextmanager
+    def deadline(self, seconds: float) -> Iterator[None]:
+        """Every call this thread makes inside the block ends within `seconds` from now (attempts and retries
+        included; an attempt started late still gets API_MIN_ATTEMPT_S): for bounded phases such as the run's
+        cleanup (timeouts.cleanup)."""
+        prev = getattr(self._local, "until", None)
+        until = time.monotonic() + seconds
+        self._local.until = until if prev is None else min(prev, until)
+        try:
+            yield
+        finally:
+            self._local.until = prev
+
+    def call_api(self, method: str, url: str, header_params: dict | None = None, body: Any = None,
+                 post_params: Any = None, _request_timeout: Any = None) -> Any:
         path = urlsplit(url).path  # logged and classified without the query string
         long_running = path.endswith("/log") or "/proxy" in path
+        timeout = _request_timeout if _seconds(_request_timeout) else self.request_timeout  # the default
+        deadline_s = (_seconds(timeout) or self.request_timeout) * timing.API_CALL_DEADLINE_FACTOR
+        name = created_name(method, path, body)
+        t0 = time.monotonic()
+        until = getattr(self._local, "until", None)
+        if until is not None:  # a deadline() block: never past it
+            deadline_s = max(min(deadline_s, until - t0), timing.API_MIN_ATTEMPT_S)
+        state = {"ambiguous": False}  # an earlier attempt may have been acted on (a named create's 409 is ours)
 
         def once() -> Any:
             self.limiter.acquire()
+            left = deadline_s - (time.monotonic() - t0)
+            this = timeout if isinstance(timeout, tuple) else max(min(timeout, left), timing.API_MIN_ATTEMPT_S)
             with self._count_lock:
                 self.requests += 1
                 self.long_running += long_running
                 n = self.requests
-            t0 = time.monotonic()
+            t1 = time.monotonic()
             try:
-                out = super(CountingApiClient, self).call_api(method, url, *args, **kwargs)
-            except ApiException as e:
-                log.debug("API #%d %s %s -> HTTP %s in %.3fs", n, method, path, e.status, time.monotonic() - t0)
+                resp = super(CountingApiClient, self).call_api(method, url, header_params, body, post_params,
+                                                               _request_timeout=this)
+            except Exception as e:
+                # Only the method and the path: never headers, query values or bodies.
+                log.debug("API #%d %s %s -> %s in %.3fs", n, method, path, type(_cause(e)).__name__,
+                          time.monotonic() - t1)
+                state["ambiguous"] |= maybe_sent(e)
                 raise
-            # Only the method and the path: never headers, query values or bodies.
-            log.debug("API #%d %s %s -> ok in %.3fs", n, method, path, time.monotonic() - t0)
-            return out
-        return api_retry(self.attempts)(once)
+            if 200 <= resp.status <= 299:
+                log.debug("API #%d %s %s -> %s in %.3fs", n, method, path, resp.status, time.monotonic() - t1)
+                return resp
+            log.debug("API #%d %s %s -> HTTP %s in %.3fs", n, method, path, resp.status, time.monotonic() - t1)
+            # Raised here (the generated client raises only after call_api returns), so 429/5xx are retried.
+            resp.read()
+            err = http_error(resp)
+            if err.status == 409 and name and state["ambiguous"]:
+                mine = self._created_earlier(url, header_params, body, name, this)
+                if mine is not None:
+                    log.debug("API #%d POST %s: 409 on a repeat; %s was created by the earlier attempt", n, path, name)
+                    return mine
+            state["ambiguous"] |= err.status in TRANSIENT_STATUS and err.status != 429 and retry_after(err) is None
+            raise err
+
+        def retry(e: BaseException) -> bool:
+            return should_retry(method, path, e, named_create=name is not None)
+
+        return api_retry(retry, deadline_s, self.attempts)(once)
+
+    def _created_earlier(self, url: str, header_params: dict | None, body: dict, name: str, timeout: Any) -> Any:
+        """After 409 on a repeated create: the object, when it carries every label of the one we sent."""
+        parts = urlsplit(url)
+        get_url = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}/{quote(name, safe='')}"
+        headers = {k: v for k, v in (header_params or {}).items() if k.lower() != "content-type"}
+        try:
+            resp = super().call_api("GET", get_url, headers, None, None, _request_timeout=timeout)
+            resp.read()
+        except Exception:  # noqa: BLE001 - could not tell: the 409 stands
+            return None
+        if resp.status != 200:
+            return None
+        try:
+            labels = (json.loads(resp.data).get("metadata") or {}).get("labels") or {}
+        except ValueError:
+            return None
+        want = (body.get("metadata") or {}).get("labels") or {}
+        return resp if want and all(labels.get(k) == v for k, v in want.items()) else None
 
 
 @dataclass
@@ -167,134 +246,17 @@ def connect(kubeconfig: str | None, context: str | None, qps: float, burst: int,
         source = "kubeconfig ~/.kube/config" + (f" (context {context})" if context else "")
     cfg.debug = False
     cfg.connection_pool_maxsize = max(pool, 4)  # one connection per concurrent check, watches apart
-    api = CountingApiClient(cfg, RateLimiter(qps, burst))
+    # One retry layer with one deadline: urllib3's own retries (3 by default, each with a full timeout) are off,
+    # and its errors reach should_retry unwrapped.
+    cfg.retries = False
+    api = CountingApiClient(cfg, RateLimiter(qps, burst), request_timeout)
     return Cluster(api, k8s.CoreV1Api(api), k8s.BatchV1Api(api), k8s.AppsV1Api(api), k8s.AuthorizationV1Api(api),
                    source, request_timeout)
-
-
-def api_error(exc: BaseException, doing: str) -> EnvironmentProblem:
-    """One clear environment error for a failed API call (status, reason, what we were doing)."""
-    if isinstance(exc, ApiException):
-        what = {401: "credentials rejected (401)", 403: "forbidden (403)"}.get(exc.status, f"HTTP {exc.status}")
-        body = (exc.body or "")[:300] if isinstance(exc.body, str) else ""
-        code = "ENV-RBAC" if exc.status == 403 else "ENV-API"
-        return EnvironmentProblem(code, f"{doing}: {what} {exc.reason or ''} {body}".strip())
-    return EnvironmentProblem("ENV-API", f"{doing}: {type(exc).__name__}: {exc}")
 
 
 def to_dict(api: k8s.ApiClient, obj: Any) -> dict:
     """API model -> the camelCase dict the API server sent (what gpuconform's pure functions take)."""
     return api.sanitize_for_serialization(obj)
-
-
-# ------------------------------------------------------------------ watches (the run's pods, the GPU nodes)
-
-TERMINAL = ("Succeeded", "Failed")
-PERMANENT_STATUS = {401, 403, 404}  # a watch that gets these stops retrying and reports the error
-
-
-@dataclass
-class Watch:
-    """One LIST+WATCH kept as a cache of objects by name; readers wait on `changed`, never poll the API.
-
-    Transient errors (connection drops, 5xx) re-watch from the last resourceVersion after a second; 410 Gone
-    relists; 401/403/404 stop the watch and keep the error in `failed`, which every waiter raises."""
-
-    cluster: Cluster
-    list_fn: Callable[..., Any]
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
-    what: str = "objects"
-    objects: dict[str, dict] = field(default_factory=dict)
-    seen: dict[str, dict] = field(default_factory=dict)  # last state of every object ever seen (also after deletion)
-    version: int = 0  # bumped on every change; `changed` waits for it to move
-    cond: threading.Condition = field(default_factory=threading.Condition)
-    stopped: bool = False
-    error: BaseException | None = None  # the last transient error (kept for diagnostics)
-    failed: BaseException | None = None  # a permanent error: the cache is no longer kept up to date
-
-    def start(self, initial: list[dict] | None = None, resource_version: str | None = None) -> "Watch":
-        """Starts the watch thread; `initial` + `resource_version` reuse a LIST the caller already made."""
-        if initial is not None and resource_version:
-            for o in initial:
-                self.objects[o["metadata"]["name"]] = self.seen[o["metadata"]["name"]] = o
-        self.thread = threading.Thread(target=self._run, args=(resource_version if initial is not None else None,),
-                                       name=f"gpuconform-watch-{self.what}", daemon=True)
-        self.thread.start()
-        return self
-
-    def _run(self, rv: str | None) -> None:
-        while not self.stopped:
-            try:
-                if rv is None:
-                    lst = self.list_fn(*self.args, _request_timeout=self.cluster.request_timeout, **self.kwargs)
-                    with self.cond:
-                        fresh = {o.metadata.name: to_dict(self.cluster.api, o) for o in lst.items}
-                        self.objects = fresh
-                        self.seen.update(fresh)
-                        self.version += 1
-                        self.cond.notify_all()
-                    rv = lst.metadata.resource_version
-                w = kwatch.Watch()
-                for ev in w.stream(self.list_fn, *self.args, resource_version=rv,
-                                   timeout_seconds=timing.WATCH_WINDOW_S, allow_watch_bookmarks=True,
-                                   _request_timeout=timing.WATCH_WINDOW_S + timing.WATCH_CLIENT_SLACK_S, **self.kwargs):
-                    if self.stopped:
-                        w.stop()
-                        break
-                    obj = ev["object"]
-                    rv = obj.metadata.resource_version
-                    if ev["type"] == "BOOKMARK":
-                        continue
-                    with self.cond:
-                        if ev["type"] == "DELETED":
-                            self.objects.pop(obj.metadata.name, None)
-                        else:
-                            self.objects[obj.metadata.name] = self.seen[obj.metadata.name] = to_dict(self.cluster.api, obj)
-                        self.version += 1
-                        self.cond.notify_all()
-            except ApiException as e:
-                if e.status == 410:  # resourceVersion too old: relist
-                    rv = None
-                    continue
-                self.error = e
-                if e.status in PERMANENT_STATUS:
-                    with self.cond:
-                        self.failed = e
-                        self.stopped = True
-                        self.cond.notify_all()
-                    return
-                time.sleep(timing.WATCH_RETRY_S)
-            except Exception as e:  # noqa: BLE001 - connection drops: rewatch from the last version
-                self.error = e
-                time.sleep(timing.WATCH_RETRY_S)
-
-    def stop(self) -> None:
-        with self.cond:
-            self.stopped = True
-            self.cond.notify_all()
-
-    def get(self, name: str) -> dict | None:
-        with self.cond:
-            return self.objects.get(name)
-
-    def changed(self, since: int, timeout: float) -> int:
-        """Blocks until the cache changed after version `since`, the watch stopped, or `timeout` passed."""
-        with self.cond:
-            self.cond.wait_for(lambda: self.version != since or self.stopped, timeout=max(timeout, 0.0))
-            return self.version
-
-    def snapshot(self, names: tuple[str, ...] | list[str]) -> tuple[dict[str, dict | None], set[str]]:
-        """The named objects now, and those seen earlier but deleted since."""
-        with self.cond:
-            return ({n: self.objects.get(n) for n in names},
-                    {n for n in names if n in self.seen and n not in self.objects})
-
-
-def pod_watch(cluster: Cluster, namespace: str, selector: str) -> Watch:
-    """The watch over one namespace's pods carrying `selector` (started)."""
-    return Watch(cluster, cluster.core.list_namespaced_pod, (namespace,), {"label_selector": selector},
-                 what=f"pods-{namespace}").start()
 
 
 def describe(pod: dict | None) -> str:

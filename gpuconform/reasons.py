@@ -78,7 +78,14 @@ _R = [
            "pods, or accept-nvidia-visible-devices-envvar-when-unprivileged=true)."),
     Reason("GPU-DOUBLE-ALLOCATION", "fail", "the same device was handed to two pods at once",
            "The plugin or kubelet checkpoint is inconsistent; restart the plugin and inspect the checkpoint."),
-    Reason("ENV-API", "error", "Kubernetes API call failed", "Check connectivity, credentials and API Priority and Fairness."),
+    Reason("ENV-API", "error", "Kubernetes API call failed (server unreachable, timed out, or an HTTP error)",
+           "The message names the call and the cause. Unreachable (refused, DNS, connect timeout): check the "
+           "server address of the kubeconfig context, the network path and proxy. TLS: check the CA and server "
+           "name. 429/5xx after retries: API Priority and Fairness or an overloaded server. 403 'refused by "
+           "admission': Pod Security, quota or a webhook rejected the object."),
+    Reason("ENV-AUTH", "error", "the API server rejected the credentials (401)",
+           "The token expired or the kubeconfig user is wrong: refresh the credentials (re-login, exec plugin, "
+           "service account token), check the context's user (`kubectl config view --minify`) and run again."),
     Reason("ENV-RBAC", "error", "missing permission", "Apply manifests/rbac.yaml or grant the listed verbs."),
     Reason("ENV-TIMEOUT", "error", "timed out waiting without a terminal state",
            "The cluster is slow or stuck; raise timeouts.* only after reading the last state shown."),

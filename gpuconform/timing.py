@@ -27,7 +27,7 @@ PROGRESS_EVERY_S = 15.0
 #: pod waits, the scheduler's dispatch loop and pytest's wait for a check's job.
 CANCEL_CHECK_S = 1.0
 
-# ------------------------------------------------------------------ watches (gpuconform/kube.py)
+# ------------------------------------------------------------------ watches (gpuconform/watch.py)
 
 #: A watch request's server-side timeout (`timeoutSeconds`); the watch is renewed from the last resourceVersion.
 WATCH_WINDOW_S = 60
@@ -40,9 +40,14 @@ WATCH_CLIENT_SLACK_S = 10
 #: this pause.
 WATCH_RETRY_S = 1.0
 
+#: A watch that has failed without a single success for this long gives up: it keeps the last error in `failed`
+#: and every reader raises it (an API server gone for two minutes is reported as such, not as a pod timeout).
+WATCH_GIVE_UP_S = 120.0
+
 # ------------------------------------------------------------------ API request retries (gpuconform/kube.py)
 
-#: Attempts of one API request on transient errors (429, 5xx, connection resets); auth errors are never retried.
+#: Attempts of one API request on transient errors (429, 5xx, connection errors; which requests may be repeated
+#: is apierrors.should_retry's rule); auth and other permanent errors are never retried.
 API_RETRY_ATTEMPTS = 5
 
 #: Exponential backoff between attempts: this, twice this, four times this ... up to API_BACKOFF_MAX_S.
@@ -53,6 +58,15 @@ API_BACKOFF_MAX_S = 8.0
 
 #: A server's Retry-After header is honoured up to this long.
 API_RETRY_AFTER_MAX_S = 30.0
+
+#: One API call, all its attempts and the waits between them included, ends within this many times its request
+#: timeout (`timeouts.apiRequest` unless the call sets its own); each attempt gets at most the time left.
+API_CALL_DEADLINE_FACTOR = 2.0
+
+#: The least request timeout one attempt is given when the call's deadline is nearly spent (also inside the
+#: run's cleanup, so a namespace deletion is still sent when timeouts.cleanup is nearly spent; the namespace
+#: controller finishes it server-side).
+API_MIN_ATTEMPT_S = 1.0
 
 # ------------------------------------------------------------------ test pods (gpuconform/pods.py)
 
@@ -74,8 +88,15 @@ LOG_READ_TIMEOUT_S = 30.0
 #: How often it retries reading that log.
 LOG_READ_EVERY_S = 0.5
 
-# ------------------------------------------------------------------ cleanup (fixtures/session.py)
+# ---------------------------------------------- cleanup, heartbeat (fixtures/namespaces.py, gpuconform/cleanup.py)
 
-#: The least request timeout given to one namespace deletion when timeouts.cleanup is nearly spent, so the
-#: deletion is still sent (the namespace controller finishes it server-side).
-CLEANUP_MIN_REQUEST_S = 1.0
+#: A run refreshes the heartbeat annotation on its namespaces this often (gpuconform.dev/heartbeat).
+HEARTBEAT_EVERY_S = 30.0
+
+#: `make cleanup` deletes a run's namespace only when its heartbeat is older than this (10 missed beats, so an
+#: API hiccup or some clock skew between the run's machine and the cleanup's does not make a live run look dead).
+HEARTBEAT_STALE_S = 300.0
+
+#: A gpuconform namespace without a heartbeat (made by a suite version before heartbeats) counts as abandoned once
+#: it is this old.
+NO_HEARTBEAT_MAX_AGE_S = 3600.0

@@ -77,14 +77,18 @@ def kubelet_started(samples: list[metrics.Sample]) -> float | None:
 
 def registration_findings(node: str, now: dict[str, float | None], before: dict[str, float | None],
                           started: float | None, started_before: float | None) -> list[Finding]:
-    """The counter is present for each resource (GPU-F01), and neither the kubelet restarted nor a counter grew
-    since the run started (GPU-F11): a re-registration means a plugin or kubelet restart."""
-    out = [Finding("GPU-F01-NOT-REGISTERED", f"{node}: {REGISTRATIONS}{{resource_name=\"{res}\"}} is absent: the "
-                   "kubelet has no registration for this resource since it started") for res, n in now.items() if n is None]
+    """Neither the kubelet restarted nor a counter grew since the run started (GPU-F11: a re-registration means
+    a plugin or kubelet restart), and the counter is present for each resource (GPU-F01). A restart comes
+    first: right after one, the counter is absent until the plugin has re-registered, and the restart is
+    the cause to name."""
+    out = []
     if started is not None and started_before is not None and started != started_before:
         out.append(Finding("GPU-F11-REGISTRATION-UNSTABLE", f"{node}: the kubelet restarted during the run (process "
                            f"start time {started_before:.0f} -> {started:.0f}); its registration counters restarted "
                            f"at {now}, so the plugin had to re-register and allocatable may have dropped meanwhile"))
+    out += [Finding("GPU-F01-NOT-REGISTERED", f"{node}: {REGISTRATIONS}{{resource_name=\"{res}\"}} is absent: the "
+                    "kubelet has no registration for this resource since it started")
+            for res, n in now.items() if n is None]
     for res, n in now.items():
         if n is not None and before.get(res) is not None and n > before[res]:
             out.append(Finding("GPU-F11-REGISTRATION-UNSTABLE", f"{node}: registration counter for {res} went "

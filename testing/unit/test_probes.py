@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+import recorded
 
 from gpuconform import probes
 from gpuconform.probes import (Gpu, Mig, exclusive_ids, alignment, cpus_allowed, fmt_cpus, parse_cpulist, parse_nvidia_smi_l,
@@ -239,19 +238,11 @@ def test_cuda_causes_codes_are_known():
 
 # --- Real outputs published in public issues and repositories (testing/unit/samples/, sources in each file) ---
 
-SAMPLES = Path(__file__).parent / "samples"
-
-
-def sample(name: str) -> str:
-    """A published output from testing/unit/samples/, without the '# source/what/note' lines at its top."""
-    lines = (SAMPLES / name).read_text().splitlines(keepends=True)
-    while lines and lines[0].startswith("# "):
-        lines.pop(0)
-    return "".join(lines)
+sample = recorded.text  # a published output from testing/unit/samples/, without its '# source/what/note' lines
 
 
 def test_samples_say_where_they_come_from():
-    files = sorted(SAMPLES.glob("*.txt"))
+    files = sorted(recorded.SAMPLES.glob("*.txt"))
     assert len(files) >= 8
     for f in files:
         head = [ln for ln in f.read_text().splitlines() if ln.startswith("# ")]
@@ -261,7 +252,7 @@ def test_samples_say_where_they_come_from():
 
 def test_sample_loader_strips_only_the_top_comment_lines(tmp_path, monkeypatch):
     (tmp_path / "x.txt").write_text("# source: a\n# what: b\nGPU0\t X \n  NV#  = bonded\n# not a header\n")
-    monkeypatch.setitem(globals(), "SAMPLES", tmp_path)
+    monkeypatch.setattr(recorded, "SAMPLES", tmp_path)
     assert sample("x.txt") == "GPU0\t X \n  NV#  = bonded\n# not a header\n"
 
 

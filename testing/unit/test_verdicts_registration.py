@@ -158,6 +158,15 @@ def test_kubelet_restarted_during_the_run():
     assert codes(f) == ["GPU-F11-REGISTRATION-UNSTABLE"] and "the kubelet restarted during the run" in f[0].message
 
 
+def test_kubelet_restart_is_named_before_the_counter_it_reset():
+    # read right after a restart, before the plugin re-registered: the counter is absent, the restart is the cause
+    end = text("kubelet_metrics_at_end_fast.txt").replace("process_start_time_seconds 1764741600.12",
+                                                           "process_start_time_seconds 1764741725.04")
+    end = "\n".join(ln for ln in end.splitlines() if not ln.startswith("kubelet_device_plugin_registration_total{"))
+    f = registration(end)
+    assert codes(f)[0] == "GPU-F11-REGISTRATION-UNSTABLE" and "GPU-F01-NOT-REGISTERED" in codes(f)
+
+
 def test_plugin_re_registered_during_the_run():
     end = text("kubelet_metrics_at_end_fast.txt").replace(
         'kubelet_device_plugin_registration_total{resource_name="nvidia.com/gpu"} 1',

@@ -8,6 +8,7 @@ from recorded import obj, probe_log, text
 
 from gpuconform import verdicts
 from gpuconform.probes import parse_pci_numa
+from gpuconform.verdicts.topology import KUBELET_DEFAULTS
 
 WANT = verdicts.expected_policies({"policy": "single-numa-node", "scope": "any", "cpuManagerPolicy": "static"})
 
@@ -26,8 +27,8 @@ def test_bed_kubelet_policies_are_as_expected():
 
 
 def test_kubelet_at_its_defaults_differs_from_the_expected_policies():
-    got = verdicts.kubelet_policies({})  # configz omits nothing, but a kubelet never configured runs the defaults
-    assert got == verdicts.kubelet_policies(None) == verdicts.KUBELET_DEFAULTS
+    got = verdicts.kubelet_policies({})  # a kubeletconfig without the fields: the kubelet runs their defaults
+    assert got == verdicts.kubelet_policies(None) == KUBELET_DEFAULTS
     f = verdicts.policy_findings("gpu-a", got, WANT)
     assert codes(f) == ["GPU-TOPOLOGY-POLICY"]
     assert f[0].message == ("gpu-a: kubelet topologyManagerPolicy='none' (expected 'single-numa-node'), "

@@ -1,0 +1,114 @@
+"""The run's parts that decide something without a cluster: the namespaces' heartbeat and end, which event-read
+errors are tolerated (fixtures/namespaces.py), and the fingerprint (gpuconform/fingerprint.py)."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from fixtures.namespaces import Namespaces
+from gpuconform import cleanup, discovery, fingerprint, kube, timing
+from gpuconform.reasons import EnvironmentProblem
+
+
+class Core:
+    """The CoreV1Api calls Namespaces makes, recorded; `events_error` makes event reads fail."""
+
+    def __init__(self, events_error: BaseException | None = None):
+        self.calls: list[tuple] = []
+        self.events_error = events_error
+
+    def create_namespace(self, body):
+        self.calls.append(("create", body["metadata"]["name"], dict(body["metadata"]["annotations"])))
+
+    def patch_namespace(self, name, body, **kw):
+        self.calls.append(("patch", name, dict(body["metadata"]["annotations"])))
+
+    def delete_namespace(self, name, **kw):
+        self.calls.append(("delete", name))
+
+    def list_namespaced_event(self, namespace, **kw):
+        if self.events_error is not None:
+            raise self.events_error
+        return SimpleNamespace(items=[])
+
+
+def spaces(core: Core) -> Namespaces:
+    api = kube.CountingApiClient(k8s.Configuration(), kube.RateLimiter(1000, 1000), 1.0)
+    return Namespaces(kube.Cluster(api, core, None, None, None, "test", 1.0), "r1")  # type: ignore[arg-type]
+
+
+def test_namespaces_carry_a_heartbeat_that_is_refreshed_and_stops_at_the_end(monkeypatch):
+    monkeypatch.setattr(timing, "HEARTBEAT_EVERY_S", 0.01)
+    core = Core()
+    s = spaces(core)
+    assert s.ensure() == "gpuconform-r1"
+    assert cleanup.HEARTBEAT in core.calls[0][2]
+    end = time.monotonic() + 2
+    while not any(c[0] == "patch" for c in core.calls):
+        assert time.monotonic() < end, "no heartbeat refresh"
+        time.sleep(0.005)
+    s.end(keep=False, timeout_s=5)
+    assert ("delete", "gpuconform-r1") in core.calls
+    n = len(core.calls)
+    time.sleep(0.05)
+    assert len(core.calls) == n, "the heartbeat went on after the end"
+
+
+def test_a_kept_namespace_is_stamped_ended_not_deleted(monkeypatch):
+    monkeypatch.setattr(timing, "HEARTBEAT_EVERY_S", 60)
+    core = Core()
+    s = spaces(core)
+    s.ensure()
+    s.ensure(privileged=True)
+    s.end(keep=True, timeout_s=5)
+    ended = [c for c in core.calls if c[0] == "patch" and cleanup.ENDED in c[2]]
+    assert [c[1] for c in ended] == ["gpuconform-r1", "gpuconform-r1-node"]
+    assert not [c for c in core.calls if c[0] == "delete"]
+
+
+@pytest.mark.parametrize("status,raises", [(404, None), (503, None), (401, "ENV-AUTH"), (403, "ENV-RBAC")])
+def test_events_are_best_effort_except_for_rejected_credentials_and_permissions(status, raises):
+    err = ApiException(status=status, reason="x")
+    err.body = '{"message": "events is forbidden: User \\"u\\" cannot list resource \\"events\\" in API group \\"\\""}'
+    s = spaces(Core(events_error=err))
+    if raises is None:
+        assert s.events_for("ns", "p") == []
+    else:
+        with pytest.raises(EnvironmentProblem) as e:
+            s.events_for("ns", "p")
+        assert e.value.code == raises
+
+
+def node(name: str, product: str, kubelet: str) -> dict:
+    return {"metadata": {"name": name, "labels": {"nvidia.com/gpu.product": product}},
+            "status": {"nodeInfo": {"kubeletVersion": kubelet, "containerRuntimeVersion": "containerd://1.7"}}}
+
+
+def plugin_pod(image: str, args: list[str]) -> dict:
+    return {"metadata": {"name": "p", "namespace": "gpu-operator"},
+            "spec": {"containers": [{"name": "plugin", "args": args}], "volumes": []},
+            "status": {"containerStatuses": [{"image": image, "imageID": f"{image}@sha256:abc"}]}}
+
+
+def test_fingerprint_summarises_what_the_run_read():
+    objs = {"a": node("a", "A100", "v1.30.1"), "b": node("b", "A100", "v1.31.0")}
+    plugins = {"a": discovery.Found([plugin_pod("nvcr.io/k8s-device-plugin:v0.17", ["--fail-on-init-error"])],
+                                    "nvidia-helm", "")}
+    fp = fingerprint.fingerprint(run_id="r1", server_version="v1.31.0", host="https://api:6443", credentials="test",
+                                 node_count=5, gpu_nodes=[("a", "A100 x8"), ("b", "A100 x8")], node_objs=objs,
+                                 plugins=plugins, configz={"a": {"topologyManagerPolicy": "single-numa-node"}})
+    assert fp["GPU nodes"] == 2 and fp["nodes"] == 5
+    assert fp["kubelet versions"] == "v1.30.1, v1.31.0" and fp["GPU products (GFD)"] == "A100"
+    assert fp["plugin layouts"] == "none (1 node), nvidia-helm (1 node)" and fp["GPU pools"] == "A100 x8 (2 nodes)"
+    assert fp["plugin image digests"] == "sha256:abc" and fp["topology manager policy"] == "single-numa-node"
+    assert fp["CPU manager policy"] == "none" and len(fp["plugin config hash"]) == 16
+    other = fingerprint.plugin_config_hash([plugin_pod("x", ["--fail-on-init-error=false"])])
+    assert other != fp["plugin config hash"]
+    assert fingerprint.fingerprint(run_id="r", server_version="v", host="h", credentials="c", node_count=0,
+                                   gpu_nodes=[], node_objs={}, plugins={},
+                                   configz={})["topology manager policy"] == fingerprint.NOT_READ

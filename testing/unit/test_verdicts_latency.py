@@ -1,0 +1,64 @@
+"""verdicts.latency: threshold findings, the Allocate p99 from the kubelet histogram's delta over the check, and the
+figures the check reports. The kubelet snapshots are testing/unit/samples/kubelet_metrics_*.txt (constructed from
+the kubelet's metric definitions, as their headers say); pod timings are PodTimes as latency.pod_times builds them."""
+
+from __future__ import annotations
+
+import pytest
+from recorded import text
+
+from gpuconform import metrics, verdicts
+from gpuconform.latency import PodTimes
+
+START = metrics.parse(text("kubelet_metrics_at_start.txt"))
+FAST = metrics.parse(text("kubelet_metrics_at_end_fast.txt"))
+SLOW = metrics.parse(text("kubelet_metrics_at_end_slow_allocate.txt"))
+THRESHOLDS = {"scheduleP99": 5.0, "startP50": 5.0, "startP99": 10.0}  # the config's defaults
+T0 = 1764742000.0
+
+
+def times(*start_s: float, schedule_s: float = 0.2) -> list[PodTimes]:
+    """Pods created at T0 + i, scheduled `schedule_s` and started `start_s[i]` seconds later (server clocks)."""
+    return [PodTimes(f"lat-s{i}-gpu-a", "gpu-a", T0 + i, T0 + i + schedule_s, T0 + i + s, T0 + i + s + 0.1, True)
+            for i, s in enumerate(start_s)]
+
+
+def test_allocate_delta_over_the_check():
+    fast = verdicts.allocate_delta(START, FAST, "nvidia.com/gpu")
+    assert fast.count == 8 and fast.quantile_upper_bound(0.99) == 0.005
+    slow = verdicts.allocate_delta(START, SLOW, "nvidia.com/gpu")
+    assert slow.count == 8 and slow.quantile_upper_bound(0.99) == 2.5
+    assert verdicts.allocate_delta(None, SLOW, "nvidia.com/gpu") is None  # nodes/proxy not granted
+    assert verdicts.allocate_delta(START, SLOW, "nvidia.com/mig-1g.10gb") is None  # no such histogram
+
+
+def test_fast_pods_and_allocations_are_under_the_thresholds():
+    alloc = verdicts.allocate_delta(START, FAST, "nvidia.com/gpu")
+    assert verdicts.latency_findings("gpu-a", times(1.1, 1.3, 0.9), THRESHOLDS, alloc, 1.0) == []
+
+
+def test_slow_start_breaks_the_start_thresholds():
+    f = verdicts.latency_findings("gpu-a", times(1.1, 12.0, 0.9), THRESHOLDS, None, 1.0)
+    assert [x.code for x in f] == ["GPU-LATENCY-THRESHOLD"]
+    assert "startP99: observed 12.00s > threshold 10.00s (n=3); slowest: lat-s1-gpu-a 12.00s" in f[0].message
+    assert f[0].message.endswith("(creation/start timestamps have 1 s resolution)")
+
+
+def test_slow_plugin_allocate_breaks_allocate_p99():
+    alloc = verdicts.allocate_delta(START, SLOW, "nvidia.com/gpu")
+    f = verdicts.latency_findings("gpu-a", times(1.1, 1.3, 0.9), THRESHOLDS, alloc, 1.0)
+    assert [x.code for x in f] == ["GPU-LATENCY-THRESHOLD"]
+    assert "allocateP99 (kubelet Allocate RPC): observed 2.50s > threshold 1.00s (n=8)" in f[0].message
+
+
+def test_summary_and_properties_of_a_check():
+    alloc = verdicts.allocate_delta(START, FAST, "nvidia.com/gpu")
+    s = verdicts.latency_summary("gpu-a", times(1.0, 2.0), alloc, kubelet_read=True)
+    assert [p["pod"] for p in s["pods"]] == ["lat-s0-gpu-a", "lat-s1-gpu-a"] and s["start"]["p99"] == 2.0
+    assert s["allocate"] == {"n": 8, "mean_s": (0.0178 - 0.0061) / 8, "p99_bucket_le_s": 0.005}
+    assert verdicts.latency_properties(s) == pytest.approx({"schedule_p50_s": 0.2, "schedule_p99_s": 0.2,
+                                                            "start_p50_s": 1.0, "start_p99_s": 2.0,
+                                                            "allocate_p99_bucket_le_s": 0.005})
+    unread = verdicts.latency_summary("gpu-a", [], None, kubelet_read=False)
+    assert unread == {"node": "gpu-a", "pods": [], "allocate": "not checked (nodes/proxy not granted)"}
+    assert verdicts.latency_properties(unread) == {}
