@@ -115,3 +115,5 @@ def test_dispatch_rule():
     assert next_job([("n1", 0, True), ("n1", 1)], [], cap, 16) == 1
     assert next_job([("n1", 0, True), ("n2", 0, True)], [("n1", 1)], cap, 16) == 1
     assert next_job([("n1", 0, True)], [("n2", "all")], cap, 16) == 0
+    assert next_job([("n1", 0, True), ("n1", 0, True)], [], cap, 16) == 0  # two at_end jobs never wait for each other
+    assert next_job([("n1", 0, True)], [("n1", 0, True)], cap, 16) == 0
