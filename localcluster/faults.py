@@ -154,6 +154,10 @@ def _hog_objects(gpus: int) -> list[dict]:
                                       "resources": {"limits": {c.RESOURCE: str(gpus)}}}]}}]
 
 
+# The label every suite pod carries (gpuconform/pods.py RUN_LABEL): the bed watches for it, nothing more.
+SUITE_POD_LABEL = "gpuconform.dev/run"
+
+
 def restart_kubelet(after: float = 0, during_run: bool = False) -> int:
     """Restarts the kubelet (after a delay), keeping its device checkpoint, and waits for the plugin to
     re-register: what a node agent upgrade or a kubelet crash does under a running workload. With
@@ -161,19 +165,14 @@ def restart_kubelet(after: float = 0, during_run: bool = False) -> int:
     inside the run however fast the suite is, not before it starts or after it ends)."""
     bins, kubectl, ip = _ctx()
     if during_run:
-        c.wait_for(f"a suite pod ({pods_label()}) on {c.NODE_NAME}", lambda: bool(kubectl(
-            "get", "pods", "-A", "-l", pods_label(), "--field-selector", f"spec.nodeName={c.NODE_NAME}",
+        c.wait_for(f"a suite pod ({SUITE_POD_LABEL}) on {c.NODE_NAME}", lambda: bool(kubectl(
+            "get", "pods", "-A", "-l", SUITE_POD_LABEL, "--field-selector", f"spec.nodeName={c.NODE_NAME}",
             "-o", "name").strip()), 300)
     time.sleep(after)
     _restart_kubelet(bins, kubectl, ip, c.read_state().get("topology_policy", "single-numa-node"), wipe_checkpoint=False)
     c.wait_plugin_registered(kubectl)
     c.say(f"kubelet restarted (after {after:g}s) and the plugin re-registered")
     return 0
-
-
-def pods_label() -> str:
-    """The label every suite pod carries (gpuconform/pods.py RUN_LABEL): the bed watches for it, nothing more."""
-    return "gpuconform.dev/run"
 
 
 def clear(quiet: bool = False) -> int:
