@@ -35,7 +35,7 @@ from . import timing
 from .apierrors import (TRANSIENT_STATUS, _cause, api_error, created_name, http_error, is_permanent, maybe_sent,
                         retry_after, should_retry)
 from .reasons import EnvironmentProblem
-from .watch import Watch, pod_watch
+from .watch import Watch, pod_watch, to_dict
 
 # What callers use as kube.X (the error names and the watch live in their own modules).
 __all__ = ["Cluster", "CountingApiClient", "EnvironmentProblem", "RateLimiter", "Watch", "api_error", "connect",
@@ -252,11 +252,6 @@ def connect(kubeconfig: str | None, context: str | None, qps: float, burst: int,
     api = CountingApiClient(cfg, RateLimiter(qps, burst), request_timeout)
     return Cluster(api, k8s.CoreV1Api(api), k8s.BatchV1Api(api), k8s.AppsV1Api(api), k8s.AuthorizationV1Api(api),
                    source, request_timeout)
-
-
-def to_dict(api: k8s.ApiClient, obj: Any) -> dict:
-    """API model -> the camelCase dict the API server sent (what gpuconform's pure functions take)."""
-    return api.sanitize_for_serialization(obj)
 
 
 def describe(pod: dict | None) -> str:

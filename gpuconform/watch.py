@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from .kube import Cluster
 
 
-def _dict(cluster: "Cluster", obj: Any) -> dict:
-    return cluster.api.sanitize_for_serialization(obj)
+def to_dict(api: Any, obj: Any) -> dict:
+    """API model -> the camelCase dict the API server sent (what gpuconform's pure functions take). Also
+    `kube.to_dict`; it lives here because the watch cache is where most objects are converted."""
+    return api.sanitize_for_serialization(obj)
 
 
 @dataclass
@@ -81,7 +83,7 @@ class Watch:
                 if rv is None:
                     lst = self.list_fn(*self.args, _request_timeout=self.cluster.request_timeout, **self.kwargs)
                     with self.cond:
-                        fresh = {o.metadata.name: _dict(self.cluster, o) for o in lst.items}
+                        fresh = {o.metadata.name: to_dict(self.cluster.api, o) for o in lst.items}
                         self.objects = fresh
                         self.seen.update(fresh)
                         self.version += 1
@@ -104,7 +106,7 @@ class Watch:
                         if ev["type"] == "DELETED":
                             self.objects.pop(obj.metadata.name, None)
                         else:
-                            self.objects[obj.metadata.name] = self.seen[obj.metadata.name] = _dict(self.cluster, obj)
+                            self.objects[obj.metadata.name] = self.seen[obj.metadata.name] = to_dict(self.cluster.api, obj)
                         self.version += 1
                         self.cond.notify_all()
                 else:
@@ -170,6 +172,6 @@ def pod_watch(cluster: "Cluster", namespace: str, selector: str) -> Watch:
                                                _request_timeout=cluster.request_timeout)
     except Exception as e:  # noqa: BLE001
         raise api_error(e, f"listing the run's pods in {namespace}") from None
-    initial = [_dict(cluster, p) for p in lst.items]
+    initial = [to_dict(cluster.api, p) for p in lst.items]
     return Watch(cluster, cluster.core.list_namespaced_pod, (namespace,), {"label_selector": selector},
                  what=f"pods-{namespace}").start(initial, lst.metadata.resource_version)
