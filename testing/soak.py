@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
 from bedtools import kubectl, run_pytest  # noqa: E402
 
-PART_OF = "app.kubernetes.io/part-of=gpuconform"
-RUN_LABEL = "gpuconform.dev/run"
+from gpuconform.cleanup import SELECTOR as PART_OF  # noqa: E402 - the suite's namespace label, as make cleanup uses it
+from gpuconform.pods import RUN_LABEL  # noqa: E402
 
 
 def left_behind(settle_s: float = 60) -> list[str]:
