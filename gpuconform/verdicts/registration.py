@@ -80,7 +80,10 @@ def registration_findings(node: str, now: dict[str, float | None], before: dict[
     """Neither the kubelet restarted nor a counter grew since the run started (GPU-F11: a re-registration means
     a plugin or kubelet restart), and the counter is present for each resource (GPU-F01). A restart comes
     first: right after one, the counter is absent until the plugin has re-registered, and the restart is
-    the cause to name."""
+    the cause to name. Upstream (kubernetes v1.34): the counter is an in-memory CounterVec in the kubelet's
+    legacy registry (pkg/kubelet/metrics/metrics.go, DevicePluginRegistrationCount), incremented by the
+    registration server's Register (pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go), so a new kubelet
+    process has no sample for a resource until its plugin registers again."""
     out = []
     if started is not None and started_before is not None and started != started_before:
         out.append(Finding("GPU-F11-REGISTRATION-UNSTABLE", f"{node}: the kubelet restarted during the run (process "
