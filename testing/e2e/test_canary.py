@@ -1,4 +1,5 @@
-"""A credential in the kubeconfig never reaches the report, JUnit XML, JSON summary or logs.
+"""Credentials: a token in the kubeconfig never reaches the report, JUnit XML, JSON summary or logs, and a
+token the API server rejects is named as such.
 
 The suite runs as a ServiceAccount (bound to the shipped ClusterRoles) whose freshly issued token is the
 canary, with DEBUG logging captured and shown live, and a check forced to fail (scheduleP99 = 0s: scheduling
@@ -43,3 +44,26 @@ def test_kubeconfig_token_appears_in_no_output(tmp_path):
     leaks = {name: sorted({p for p in pieces if p in text})[:3] for name, text in texts.items()}
     leaks = {k: v for k, v in leaks.items() if v}
     assert not leaks, f"token fragments found in {sorted(leaks)}"
+
+
+def test_a_rejected_token_is_named_as_such_in_one_line_with_exit_7(tmp_path):
+    """A kubeconfig whose token the API server rejects (401): pre-flight ends the run with one [ENV-AUTH] line
+    naming the credentials (not "unreachable"), exit 7, nothing created, and the token in no output."""
+    import yaml
+
+    admin = yaml.safe_load(KUBECONFIG.read_text())
+    token = "gc-bogus-" + secrets.token_hex(16)
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "bogus",
+        "clusters": [{"name": "bed", "cluster": admin["clusters"][0]["cluster"]}],
+        "users": [{"name": "bogus", "user": {"token": token}}],
+        "contexts": [{"name": "bogus", "context": {"cluster": "bed", "user": "bogus"}}]}))
+    before = kubectl("get", "namespaces", "-l", "app.kubernetes.io/part-of=gpuconform", "-o", "name")
+    out = run_pytest("tests", "--gpuconform-config", "localcluster/gpuconform.yaml",
+                     "--k8s-kubeconfig", str(tmp_path / "kubeconfig"), kubeconfig=tmp_path / "kubeconfig", timeout=120)
+    text = out.stdout + out.stderr
+    assert out.returncode == 7, text[-3000:]
+    lines = [ln for ln in text.splitlines() if "pre-flight failed" in ln]
+    assert len(lines) == 1 and "[ENV-AUTH]" in lines[0] and "rejected the credentials (401" in lines[0], text[-3000:]
+    assert token not in text
+    assert kubectl("get", "namespaces", "-l", "app.kubernetes.io/part-of=gpuconform", "-o", "name") == before
