@@ -303,6 +303,8 @@ _RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9
 _SELECTOR = re.compile(r"^\s*!?[A-Za-z0-9./_-]+\s*((=|==|!=)\s*[A-Za-z0-9._-]*)?\s*"
                        r"(,\s*!?[A-Za-z0-9./_-]+\s*((=|==|!=)\s*[A-Za-z0-9._-]*)?\s*)*$")
 SELECTOR = Str(name="label selector", rule="must be a label selector like a=b,c!=d", pattern=_SELECTOR)
+# A RuntimeClass name is an object name: a lower-case RFC 1123 subdomain (k8s.io/apimachinery validation IsDNS1123Subdomain).
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 IMAGE = Str(name="image reference", rule="must be an image reference", required=True, test=lambda v: " " not in v)
 DURATION = Duration()
 TIMEOUT = Duration(positive=True)
@@ -398,11 +400,18 @@ FIELDS: tuple[Field, ...] = (
           "the CUDA vector-add sample run by the workload check"),
     Field("images.probe", IMAGE, "busybox:1.36",
           "the probe pods' image; needs sh, cat, ls; nvidia-smi comes from the runtime's injection"),
+    Field("images.nodeProbe", IMAGE, "gpuconform/suite:0.1.0",
+          "the node probe's image: the suite's own image (manifests/Dockerfile: Python with grpcio for the "
+          "kubelet's PodResources API); mirror it next to the other images"),
     Field("images.pullPolicy", Enum(choices=("Always", "IfNotPresent", "Never")), "IfNotPresent",
           "imagePullPolicy of the test pods"),
     Field("images.pullSecrets", ListOf(item=lambda s: isinstance(s, str) and bool(s), name="list of names",
                                        rule="must be a list of secret names"), [],
           "imagePullSecrets of the test pods, by name (redacted in the reports)"),
+    Field("runtimeClassName", Str(rule="must be empty or a RuntimeClass name (lower-case DNS subdomain)",
+                                  test=lambda v: len(v) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(v))), "",
+          "the RuntimeClass every workload and probe pod names (e.g. nvidia, which the GPU operator creates); "
+          "empty = the node's default runtime. The privileged node probe never names one"),
     Field("tolerations", ListOf(item=lambda t: isinstance(t, dict), name="list of tolerations",
                                 rule="must be a list of Kubernetes tolerations"), _TOLERATIONS,
           "tolerations put on every test pod, so it can run on tainted GPU nodes"),
@@ -432,7 +441,14 @@ FIELDS: tuple[Field, ...] = (
           "share of GPU nodes that must pass every check; below it a run with no failures exits 6 (nothing "
           "certified)"),
 
-    Field("nodeProbe.enabled", Bool(), True, "privileged hostPath probe for the plugin socket (optional)"),
+    Field("nodeProbe.enabled", Bool(), True,
+          "the privileged, read-only hostPath probes: the plugin socket listing, and the node probe reading the "
+          "kubelet's PodResources API, its device checkpoint and the PCI tree (optional)"),
+    Field("nodeProbe.kubeletDir", Str(rule="must be an absolute path", test=lambda v: v.startswith("/")),
+          "/var/lib/kubelet", "the kubelet's root directory on the nodes (--root-dir): device-plugins/ and "
+          "pod-resources/ are read below it"),
+    Field("nodeProbe.sysfsPath", Str(rule="must be an absolute path", test=lambda v: v.startswith("/")), "/sys",
+          "the host directory whose bus/pci/devices the node probe counts the vendor's GPU PCI functions in"),
     Field("keepNamespaceOnFailure", Bool(), False,
           "keep a failed check's pods and the run's namespace for inspection (delete them later with "
           "`make cleanup`)"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from . import vendors
 from .config import Config, view
 from .timing import POD_ACTIVE_DEADLINE_S, POD_TERMINATION_GRACE_S
 
@@ -57,9 +58,14 @@ def labels(run_id: str, check: str) -> dict[str, str]:
 
 def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Config | dict, *, image: str,
         gpus: int, resource: str = "", command: list[str] | None = None, guaranteed_cpus: int = 0,
-        deadline: float = POD_ACTIVE_DEADLINE_S, container: str = "probe") -> dict:
+        deadline: float = POD_ACTIVE_DEADLINE_S, container: str = "probe", env: dict[str, str] | None = None,
+        best_effort: bool = False) -> dict:
     """A short-lived test pod pinned to `node` through the scheduler (nodeSelector, so scheduling is measured).
-    `resource` is the node's own GPU resource (nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-1g.10gb, ...)."""
+    `resource` is the node's own GPU resource (nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-1g.10gb, ...).
+    It names the configured `runtimeClassName` (the runtime that injects GPUs on many clusters), GPU or not: where
+    the NVIDIA runtime is the default, every pod runs under it, and isolation is judged as workloads meet it.
+    `best_effort`: no CPU or memory request (pods that sit beside the others, holding nothing a Guaranteed probe
+    needs: the run-long pod, the host readers)."""
     cfg = view(cfg)
     res: dict = {}
     limits: dict = {}
@@ -70,7 +76,7 @@ def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Conf
     if guaranteed_cpus:
         limits.update({"cpu": str(guaranteed_cpus), "memory": "64Mi"})
         res["requests"] = dict(limits)
-    else:
+    elif not best_effort:
         res["requests"] = {"cpu": "10m", "memory": "16Mi"}
     if limits:
         res["limits"] = limits
@@ -78,6 +84,8 @@ def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Conf
            "resources": res, "securityContext": RESTRICTED_CTR}
     if command:
         ctr["command"] = command
+    if env:
+        ctr["env"] = [{"name": k, "value": v} for k, v in env.items()]
     spec = {
         "restartPolicy": "Never",
         "activeDeadlineSeconds": int(deadline),
@@ -89,17 +97,29 @@ def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Conf
         "securityContext": RESTRICTED_POD,
         "containers": [ctr],
     }
+    if cfg.get("runtimeClassName"):
+        spec["runtimeClassName"] = cfg.get("runtimeClassName")
     if cfg.get("images.pullSecrets"):
         spec["imagePullSecrets"] = [{"name": s} for s in cfg.get("images.pullSecrets")]
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "labels": labels(run_id, check)}, "spec": spec}
 
 
+ROUND = "round"  # the section that starts each round of a repeating probe (the round number)
+
+
 def probe_pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Config | dict, gpus: int,
-              guaranteed_cpus: int = 0, deadline: float = POD_ACTIVE_DEADLINE_S, resource: str = "") -> dict:
+              guaranteed_cpus: int = 0, deadline: float = POD_ACTIVE_DEADLINE_S, resource: str = "",
+              env: dict[str, str] | None = None, hold_s: int = 0, every_s: int = 0, best_effort: bool = False) -> dict:
+    """The probe: prints PROBE_SCRIPT's sections, then (hold_s) sleeps holding its devices; with `every_s` it
+    repeats them in numbered rounds (`== round ==`) until its deadline, holding its devices all along."""
+    script = PROBE_SCRIPT + (f"\nsleep {hold_s}" if hold_s else "")
+    if every_s:
+        script = (f'i=0; while :; do i=$((i+1)); echo "== {ROUND} =="; echo "$i"\n{PROBE_SCRIPT}\n'
+                  f'sleep {every_s}; done')
     return pod(name, namespace, run_id, check, node, cfg, image=view(cfg).get("images.probe"), gpus=gpus,
-               resource=resource, command=["sh", "-c", PROBE_SCRIPT], guaranteed_cpus=guaranteed_cpus,
-               deadline=deadline)
+               resource=resource, command=["sh", "-c", script], guaranteed_cpus=guaranteed_cpus,
+               deadline=deadline, env=env, best_effort=best_effort)
 
 
 def vector_add_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict, deadline: float,
@@ -109,17 +129,46 @@ def vector_add_pod(name: str, namespace: str, run_id: str, node: str, cfg: Confi
                resource=resource, deadline=deadline, container="vectoradd")
 
 
+def _host_reader(p: dict, mounts: dict[str, tuple[str, str]], run_as_root: bool = False) -> dict:
+    """Turns a test pod into a privileged-namespace reader of host paths: read-only hostPath mounts
+    {name: (host path, mount path)}, a read-only root filesystem, no capabilities, no RuntimeClass (it needs no
+    devices, and a missing GPU runtime must not hide the node's evidence). `run_as_root` for reading root-owned
+    sockets and files (uid 0 without capabilities: only the owner's permission bits)."""
+    spec = p["spec"]
+    spec["securityContext"] = {"runAsUser": 0, "runAsNonRoot": False} if run_as_root else {}
+    spec.pop("runtimeClassName", None)
+    ctr = spec["containers"][0]
+    ctr["securityContext"] = {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                              "capabilities": {"drop": ["ALL"]}}
+    ctr["volumeMounts"] = [{"name": n, "mountPath": m, "readOnly": True} for n, (_, m) in mounts.items()]
+    spec["volumes"] = [{"name": n, "hostPath": {"path": h, "type": "Directory"}} for n, (h, _) in mounts.items()]
+    return p
+
+
 def socket_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict,
                      deadline: float) -> dict:
     """Privileged-namespace probe listing the kubelet's device-plugins dir through a read-only hostPath."""
-    p = pod(name, namespace, run_id, "plugin-socket", node, cfg, image=view(cfg).get("images.probe"), gpus=0,
-            command=["sh", "-c", "ls -la /device-plugins/"], deadline=deadline)
-    spec = p["spec"]
-    spec["securityContext"] = {}
-    spec["containers"][0]["securityContext"] = {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False}
-    spec["containers"][0]["volumeMounts"] = [{"name": "dp", "mountPath": "/device-plugins", "readOnly": True}]
-    spec["volumes"] = [{"name": "dp", "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}}]
-    return p
+    cfg = view(cfg)
+    p = pod(name, namespace, run_id, "plugin-socket", node, cfg, image=cfg.get("images.probe"), gpus=0,
+            command=["sh", "-c", "ls -la /device-plugins/"], deadline=deadline, best_effort=True)
+    return _host_reader(p, {"dp": (cfg.get("nodeProbe.kubeletDir").rstrip("/") + "/device-plugins",
+                                   "/device-plugins")})
+
+
+def node_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict, deadline: float) -> dict:
+    """The node probe (gpuconform/nodeprobe.py in the suite's own image): reads the kubelet's PodResources API
+    (List, GetAllocatableResources), its device checkpoint and the host's PCI tree through read-only hostPaths,
+    and prints one JSON report. Runs as uid 0 without capabilities: the kubelet's socket is root's."""
+    cfg = view(cfg)
+    kubelet = cfg.get("nodeProbe.kubeletDir").rstrip("/")
+    cmd = ["python3", "-m", "gpuconform.nodeprobe", "--pod-resources", "/kubelet/pod-resources/kubelet.sock",
+           "--device-plugins", "/kubelet/device-plugins", "--sysfs", "/host/sys",
+           "--vendor", vendors.PCI_VENDOR.get(cfg.get("vendor"), vendors.PCI_VENDOR[vendors.NVIDIA])]
+    p = pod(name, namespace, run_id, "node-probe", node, cfg, image=cfg.get("images.nodeProbe"), gpus=0,
+            command=cmd, deadline=deadline, container="nodeprobe", best_effort=True)
+    return _host_reader(p, {"pod-resources": (kubelet + "/pod-resources", "/kubelet/pod-resources"),
+                            "device-plugins": (kubelet + "/device-plugins", "/kubelet/device-plugins"),
+                            "sys": (cfg.get("nodeProbe.sysfsPath"), "/host/sys")}, run_as_root=True)
 
 
 # ------------------------------------------------------------------ classification
@@ -131,6 +180,34 @@ class PodProblem:
 
 
 IMAGE_WAITING = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"}
+# Why a container could not be created or started, as the kubelet reports it: waiting with one of these reasons
+# (kubelet pkg/kubelet/container/sync_result.go), or terminated with StartError (containerd, when the runtime
+# fails after the task was created, e.g. a prestart hook) or ContainerCannotRun.
+NOT_CREATED = {"CreateContainerError", "CreateContainerConfigError", "RunContainerError"}
+NOT_STARTED = {"StartError", "ContainerCannotRun"}
+# The runtime's words when it cannot inject a device, lower-cased: containerd/CRI-O "CDI device injection failed:
+# unresolvable CDI devices nvidia.com/gpu=..."; the NVIDIA runtime's prestart hook ("error running hook #0: ...
+# nvidia-container-cli: initialization error ..."); the runtime binary missing ('exec: "nvidia-container-runtime":
+# executable file not found'); any message about a device.
+INJECTION_WORDS = ("cdi", "nvidia-container", "error running hook", "prestart hook", "device")
+# The API server's RuntimeClass admission plugin refuses a pod naming a RuntimeClass that does not exist
+# (kubernetes plugin/pkg/admission/runtimeclass/admission.go: 'pod rejected: RuntimeClass "x" not found').
+_NO_RUNTIME_CLASS = re.compile(r'RuntimeClass "[^"]*" not found')
+
+
+def injection_failure(text: str) -> bool:
+    """Whether a runtime's error message is about injecting devices (CDI, the NVIDIA hook or runtime)."""
+    low = text.lower()
+    return any(w in low for w in INJECTION_WORDS)
+
+
+def creation_refused(name: str, node: str, message: str) -> PodProblem | None:
+    """A pod create refused because the RuntimeClass it names does not exist: the cluster cannot run GPU pods the
+    configured way (GPU-F12-INJECTION-FAILED), not an API outage."""
+    if _NO_RUNTIME_CLASS.search(message):
+        return PodProblem("GPU-F12-INJECTION-FAILED", f"pod {name} for {node} refused by the API server: {message} "
+                          "(runtimeClassName in the config names a RuntimeClass the cluster lacks)")
+    return None
 
 
 def classify(pod: dict, events: list[dict], free_on_node: int | None = None) -> PodProblem | None:
@@ -149,9 +226,12 @@ def classify(pod: dict, events: list[dict], free_on_node: int | None = None) -> 
         if w.get("reason") in IMAGE_WAITING:
             return PodProblem("GPU-F14-IMAGE-PULL", f"pod {name} on {node}: image {cs.get('image')} could not be "
                               f"pulled ({w['reason']}: {(w.get('message') or '')[:300]})")
-        if w.get("reason") in ("CreateContainerError", "CreateContainerConfigError", "RunContainerError"):
-            return PodProblem("GPU-F12-DEVICE-NOT-INJECTED" if "device" in (w.get("message") or "").lower()
-                              else "ENV-API", f"pod {name} on {node}: {w['reason']}: {(w.get('message') or '')[:300]}")
+        t = (cs.get("state") or {}).get("terminated") or {}
+        for why, text in ((w.get("reason"), w.get("message")), (t.get("reason"), t.get("message"))):
+            if why in NOT_CREATED or why in NOT_STARTED:
+                text = text or ""
+                code = "GPU-F12-INJECTION-FAILED" if injection_failure(text) else "ENV-API"
+                return PodProblem(code, f"pod {name} on {node}: container {cs.get('name')} {why}: {text[:500]}")
     if st.get("phase") == "Pending":
         sched = [e for e in events if e.get("reason") == "FailedScheduling"]
         text = (sched[-1].get("message") or sched[-1].get("note") or "") if sched else ""
@@ -160,7 +240,11 @@ def classify(pod: dict, events: list[dict], free_on_node: int | None = None) -> 
                 text = c["message"]
         if text:
             # "Insufficient" first: the message lists every node, and other nodes' taints must not hide a busy GPU.
-            if re.search(r"Insufficient [a-z0-9./-]+", text):
+            short = re.findall(r"Insufficient ([a-z0-9./-]+)", text)
+            if short and not any("/" in r for r in short):  # cpu, memory, pods: the node is full, not its GPUs
+                return PodProblem("GPU-F07-BUSY", f"pod {name} not scheduled on {node}: other pods hold the node's "
+                                  f"{', '.join(sorted(set(short)))} ({text})")
+            if short:
                 if free_on_node:
                     return PodProblem("GPU-F07-NOT-SCHEDULABLE", f"pod {name} not scheduled on {node} although "
                                       f"{free_on_node} GPU(s) looked free: {text}")

@@ -24,6 +24,13 @@ def sections(log: str) -> dict[str, str]:
     return {k: "\n".join(v).strip("\n") for k, v in out.items()}
 
 
+def rounds(log: str, marker: str = "round") -> list[str]:
+    """A repeating probe's log (`== round ==` then the round's sections, each round ending with `== end ==`) ->
+    the text of each complete round, in order; a round still being printed is left out."""
+    parts = re.split(rf"^== {re.escape(marker)} ==$", log, flags=re.M)[1:]
+    return [p for p in parts if re.search(r"^== end ==$", p, re.M)]
+
+
 @dataclass(frozen=True)
 class Mig:
     profile: str  # e.g. "1g.5gb", "1g.10gb.me", "1c.3g.20gb"

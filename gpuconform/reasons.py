@@ -34,6 +34,10 @@ _R = [
     Reason("GPU-F04-STALE-RESOURCE", "fail", "a GPU resource key is advertised that the configuration does not expect",
            "A previous plugin config (MIG or shared resource names) left capacity behind; restart the kubelet "
            "or remove the key from node status after fixing the plugin config."),
+    Reason("GPU-F04-LABEL-HARDWARE-MISMATCH", "fail", "the node's GPU labels disagree with its PCI hardware",
+           "The labels (GPU Feature Discovery) and the plugin count GPUs the PCI bus no longer shows, or miss some "
+           "it shows: check dmesg for 'fallen off the bus' / XID 79, reseat or replace the GPU, then restart GFD "
+           "and the plugin."),
     Reason("GPU-F05-UNEXPECTED-ADMISSION", "fail", "kubelet rejected a GPU pod with UnexpectedAdmissionError",
            "The kubelet could not allocate devices the scheduler thought were free (plugin Allocate failed or "
            "devices went unhealthy). Check the plugin log around the pod's start time."),
@@ -58,6 +62,14 @@ _R = [
     Reason("GPU-F12-DEVICE-NOT-INJECTED", "fail", "pod was granted GPUs but sees fewer (or none)",
            "The runtime did not inject the devices (stale kubelet checkpoint, container toolkit missing, "
            "deviceListStrategy mismatch). Restart the plugin and check the container runtime's NVIDIA hook/CDI."),
+    Reason("GPU-F12-INJECTION-FAILED", "fail", "the container runtime could not inject the allocated devices",
+           "The runtime's message says which part: a CDI device it cannot resolve (regenerate the CDI spec: "
+           "nvidia-ctk cdi generate), the NVIDIA runtime or hook missing on the node, or a RuntimeClass the "
+           "cluster lacks (runtimeClassName in the config; the GPU operator creates `nvidia`)."),
+    Reason("GPU-F12-ACCESS-LOST", "fail", "a pod lost access to its GPU while it ran",
+           "Containers lose their device access when the runtime's device cgroup rules are reset, typically by "
+           "`systemctl daemon-reload` on nodes where systemd manages the containers' cgroups (NVIDIA container "
+           "toolkit: use CDI or the nvidia-ctk system create-dev-char-symlinks workaround); restart the pods."),
     Reason("GPU-F13-CUDA-FAILURE", "fail", "CUDA workload failed on an allocated GPU",
            "See the mapped cause; typical fixes: upgrade the driver, start Fabric Manager, reset the GPU."),
     Reason("GPU-F14-IMAGE-PULL", "error", "test image could not be pulled",
@@ -73,6 +85,14 @@ _R = [
            "Topology manager must be single-numa-node with cpuManagerPolicy static; check the plugin's topology."),
     Reason("GPU-NUMA-NA", "skip", "the GPU reports no NUMA affinity (numa_node = -1)",
            "Typical in VMs: alignment cannot be checked on this node."),
+    Reason("GPU-NUMA-MISREPORTED", "fail", "the plugin reports devices on other NUMA nodes than the hardware's",
+           "The kubelet aligns CPUs with the NUMA node the plugin reports: a wrong one gives misaligned pods. "
+           "Compare the plugin's device topology with /sys/bus/pci/devices/<bdf>/numa_node and fix the plugin."),
+    Reason("GPU-KUBELET-RECORD-MISMATCH", "fail", "the kubelet's device record disagrees with the node or the pod",
+           "The kubelet's PodResources API is its own record of which device each container holds: a container "
+           "that sees other devices, or an allocatable list that differs from node status, means the plugin "
+           "injects other devices than it was asked for or the kubelet's state is stale; restart the plugin and "
+           "inspect the kubelet checkpoint."),
     Reason("GPU-ISOLATION", "fail", "a pod sees GPUs it did not request",
            "The runtime exposes GPUs to all containers (NVIDIA_VISIBLE_DEVICES=all in the image, privileged "
            "pods, or accept-nvidia-visible-devices-envvar-when-unprivileged=true)."),

@@ -72,6 +72,10 @@ API_MIN_ATTEMPT_S = 1.0
 
 #: activeDeadlineSeconds of a test pod when its caller gives none: a SIGKILLed runner still frees the GPUs.
 POD_ACTIVE_DEADLINE_S = 300
+#: The run-long pod of the lost-access check (spans_run) holds its device at most this long if the runner dies.
+RUN_HOLD_DEADLINE_S = 3600
+#: It re-runs its device check this often, so the last check is at most this old when the run ends.
+RUN_HOLD_EVERY_S = 3
 
 #: terminationGracePeriodSeconds of a test pod: the probes hold no state worth a graceful stop.
 POD_TERMINATION_GRACE_S = 1

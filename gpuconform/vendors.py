@@ -30,6 +30,12 @@ def socket_name(vendor: str, resource: str) -> str:
     return f"nvidia-{name}.sock"
 
 
+# PCI vendor IDs the node probe counts a vendor's GPU functions by (gpuconform/nodeprobe.py gpu_functions).
+# NVIDIA's is 0x10de (NVIDIA/go-nvlib pkg/nvpci/nvpci.go, PCINvidiaVendorID). Other vendors' GPU PCI classes
+# are not researched yet: their nodes are not counted (the check says "not checked").
+PCI_VENDOR = {NVIDIA: "0x10de"}
+
+
 @dataclass(frozen=True)
 class Layout:
     """One documented way a vendor installs its device plugin, recognised by its pods' labels."""

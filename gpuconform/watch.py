@@ -99,9 +99,10 @@ class Watch:
                         break
                     self._ok()
                     obj = ev["object"]
-                    rv = obj.metadata.resource_version
-                    if ev["type"] == "BOOKMARK":
+                    if ev["type"] == "BOOKMARK":  # the client leaves a bookmark undecoded: a dict (kubernetes
+                        rv = obj["metadata"]["resourceVersion"]  # watch/watch.py unmarshal_event); ERROR it raises
                         continue
+                    rv = obj.metadata.resource_version
                     with self.cond:
                         if ev["type"] == "DELETED":
                             self.objects.pop(obj.metadata.name, None)

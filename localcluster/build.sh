@@ -3,7 +3,7 @@
 # outside the work tree, each group keyed on its pinned versions, sources and build flags:
 #   $GPUCONFORM_CACHE (default ~/.cache/gpuconform)/{k8s,kwok,images}/<key>/
 # A warm cache makes this a no-op; a warm Go build cache (~/.cache/go-build) turns a rebuild into a relink.
-# stdout: one NAME=DIR line per group (K8S_BIN, KWOK_BIN, IMAGES_BIN); progress goes to stderr.
+# stdout: one NAME=DIR line per group (K8S_BIN, K8S_TOOLS_BIN, KWOK_BIN, IMAGES_BIN); progress goes to stderr.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${GPUCONFORM_CACHE:-$HOME/.cache/gpuconform}
@@ -57,10 +57,16 @@ build_k8s() {
 }
 build_kwok() { step kwok env GOBIN="$tmp" go install -trimpath -ldflags '-s -w' "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"; }
 build_images() { (cd "$here/images" && go build -trimpath -ldflags '-s -w' -o "$tmp/" ./cmd/...); }
+# The bed's own Go tools in tools/k8s/cmd (checkpoint-share, for the double-assigned fault), built against the pinned
+# kubelet packages with the Kubernetes build tags; keyed on their own sources, so editing one never rebuilds Kubernetes.
+build_k8s_tools() { (cd "$tools" && go build -trimpath -tags "$k8s_tags" -ldflags '-s -w' -o "$tmp/" ./cmd/...); }
 
 what=${1:-all}
 if [[ $what == all || $what == k8s ]]; then
   group K8S_BIN "$cache/k8s/$K8S_VERSION-$( (cat "$tools/go.mod" "$tools/go.sum"; echo "$ld $k8s_tags") | hash)" build_k8s
+fi
+if [[ $what == all || $what == k8s-tools ]]; then
+  group K8S_TOOLS_BIN "$cache/k8s-tools/$( (cat "$tools/go.mod" "$tools/go.sum" $(find "$tools/cmd" -name '*.go' | sort); echo "$k8s_tags") | hash)" build_k8s_tools
 fi
 if [[ $what == all || $what == kwok ]]; then
   group KWOK_BIN "$cache/kwok/$KWOK_VERSION-$(echo "$ld" | hash)" build_kwok

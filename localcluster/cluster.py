@@ -40,6 +40,7 @@ PKI, LOGS, RUN = STATE / "pki", STATE / "logs", STATE / "run"
 KUBECONFIG = STATE / "kubeconfig"
 KUBELET_ROOT = Path("/var/lib/kubelet")
 GPU_SIM = Path("/var/lib/gpu-sim")
+NVIDIA_MAJOR = 195
 WRONG_PLUGIN_DIR = Path("/var/lib/gpuconform-wrong/device-plugins")  # the wrong-socket-dir fault mounts this
 CTRD_ROOT, CTRD_STATE = Path("/var/lib/gpuconform/containerd"), Path("/run/gpuconform/containerd")
 CTRD_SOCK = CTRD_STATE / "containerd.sock"
@@ -63,6 +64,10 @@ IMAGES = {
     "suite": "localhost/gpuconform/suite:dev",  # the suite itself, for manifests/ (in-cluster Job)
 }
 IMAGE_LABEL = {"org.opencontainers.image.source": "gpuconform localcluster (built from local files)"}
+# The NVIDIA runtime handler and RuntimeClass (nvidia-ctk runtime configure / the GPU operator; README.md), served by
+# the nvidia-container-runtime stand-in runtime_sim.py, whose behaviour <GPU_SIM>/runtime.json sets.
+NVIDIA_RUNTIME = "nvidia"
+RUNTIME_SIM = HERE / "nvidia-runtime-sim"
 PLUGIN_CM = "gpu-sim-config"  # the simulated plugin's ConfigMap; namespace and DaemonSet come from the layout (shapes.py)
 RESOURCE = "nvidia.com/gpu"
 
@@ -90,6 +95,7 @@ class Bins:
     k8s: Path
     kwok: Path
     images: Path
+    tools: Path  # the bed's own Go tools (build.sh K8S_TOOLS_BIN, tools/k8s/cmd)
 
     def __getitem__(self, name: str) -> str:
         return str((self.kwok if name == "kwok" else self.k8s) / name)
@@ -102,7 +108,7 @@ def build(quiet: bool = False) -> Bins:
     if out.returncode:
         raise BedError("building the test-bed binaries failed (see the [build] lines above)")
     dirs = dict(line.split("=", 1) for line in out.stdout.split())
-    return Bins(Path(dirs["K8S_BIN"]), Path(dirs["KWOK_BIN"]), Path(dirs["IMAGES_BIN"]))
+    return Bins(Path(dirs["K8S_BIN"]), Path(dirs["KWOK_BIN"]), Path(dirs["IMAGES_BIN"]), Path(dirs["K8S_TOOLS_BIN"]))
 
 
 # ---------------------------------------------------------------- processes
@@ -398,6 +404,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
         {runc_binary()}
+    # What `nvidia-ctk runtime configure --runtime=containerd` adds (NVIDIA/nvidia-container-toolkit
+    # pkg/config/engine/containerd/config.go AddRuntimeWithOptions: runc's options copied, runtime_type
+    # io.containerd.runc.v2, options.BinaryName = the runtime's path); not the default runtime, as with
+    # `nvidia-ctk runtime configure` (--set-as-default is off there; the operator's toolkit installer turns it on).
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{NVIDIA_RUNTIME}]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{NVIDIA_RUNTIME}.options]
+        SystemdCgroup = false
+        BinaryName = "{RUNTIME_SIM}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{d / 'net.d'}"
@@ -405,12 +420,28 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     return cfg
 
 
+def oom_clamp_needed() -> bool:
+    """True where this host denies negative oom_score_adj (README.md, "OOM score clamp")."""
+    return subprocess.run(["sh", "-c", "echo -1 > /proc/self/oom_score_adj"], capture_output=True).returncode != 0
+
+
 def runc_binary() -> str:
-    """The OCI runtime line: runc itself, or the oom-score clamp wrapper where this host forbids negative scores."""
-    probe = subprocess.run(["sh", "-c", "echo -1 > /proc/self/oom_score_adj"], capture_output=True)
-    if probe.returncode == 0:
+    """The OCI runtime line: runc itself, or the oom-score clamp wrapper where this host forbids negative scores.
+    The nvidia runtime's wrapper makes the same decision from <GPU_SIM>/oom-clamp, which this writes."""
+    GPU_SIM.mkdir(parents=True, exist_ok=True)
+    marker = GPU_SIM / "oom-clamp"
+    if not oom_clamp_needed():
+        marker.unlink(missing_ok=True)
         return ""
+    marker.write_text("host denies negative oom_score_adj: clamp to 0 (localcluster/nvidia-runtime-sim)\n")
     return f'BinaryName = "{HERE / "runc-oom-clamp.sh"}"  # host denies negative oom_score_adj'
+
+
+def runtime_class() -> dict:
+    """The RuntimeClass the GPU operator creates (NVIDIA/gpu-operator assets/pre-requisites/0200_runtime_class.yaml,
+    name and handler set by controllers/object_controls.go transformRuntimeClass to DefaultRuntimeClass "nvidia")."""
+    return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "handler": NVIDIA_RUNTIME,
+            "metadata": {"name": NVIDIA_RUNTIME, "labels": {"app.kubernetes.io/component": "gpu-operator"}}}
 
 
 def build_images(bins: Bins) -> list[Path]:
@@ -454,10 +485,11 @@ def import_images(archives: list[Path]) -> None:
     say(f"imported {len(archives)} images into containerd: {', '.join(IMAGES.values())}")
 
 
-def write_hardware(numa: int = 0, profile: str | None = None) -> None:
-    """The simulated GPUs: what NVML would enumerate on this host (device nodes + a description). `numa` is the
-    NUMA node the GPUs physically sit on (what sysfs/nvidia-smi in a pod show); the mig-mixed profile partitions
-    every GPU into MIG devices (what the MIG manager leaves behind)."""
+def write_hardware(numa: int = 0, profile: str | None = None, off_bus: tuple[int, ...] = ()) -> None:
+    """The simulated GPUs: what NVML would enumerate on this host (device nodes + a description) and the PCI tree
+    the kernel shows (write_pci_tree). `numa` is the NUMA node the GPUs physically sit on (what sysfs/nvidia-smi in
+    a pod show); the mig-mixed profile partitions every GPU into MIG devices (what the MIG manager leaves behind);
+    `off_bus` lists GPU indexes missing from the PCI tree only (fallen off the bus; hardware.json keeps them)."""
     import shapes
 
     profile = profile or shapes.current()[0]
@@ -466,8 +498,13 @@ def write_hardware(numa: int = 0, profile: str | None = None) -> None:
     gpus = []
     for i in range(GPUS):
         node = GPU_SIM / "dev" / f"nvidia{i}"
+        if node.exists() and node.stat().st_rdev != os.makedev(NVIDIA_MAJOR, i):
+            node.unlink()  # left by an older bed with other numbers
         if not node.exists():
-            os.mknod(node, 0o666 | 0o020000, os.makedev(1, 3))  # a char device with /dev/null's numbers
+            # NVIDIA's character major (NVIDIA/open-gpu-kernel-modules kernel-open/common/inc/nv-chardev-numbers.h,
+            # NV_MAJOR_DEVICE_NUMBER 195), minor = the GPU's: no driver answers it here (open gives ENXIO), but
+            # the devices cgroup rules apply to it as to a real GPU's.
+            os.mknod(node, 0o666 | 0o020000, os.makedev(NVIDIA_MAJOR, i))
         gpus.append({"index": i, "minor": i, "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{NODE_NAME}/gpu{i}')}",
                      "name": GPU_PRODUCT, "pciBusId": f"00000000:{0x07 + i * 8:02X}:00.0", "numaNode": numa,
                      "memoryTotalMiB": 40960})
@@ -475,6 +512,68 @@ def write_hardware(numa: int = 0, profile: str | None = None) -> None:
             gpus[-1]["migDevices"] = shapes.mig_devices(i)
     (GPU_SIM / "hardware.json").write_text(json.dumps(
         {"driverVersion": DRIVER, "cudaVersion": CUDA, "gpus": gpus}, indent=1))
+    write_pci_tree(GPU_SIM / "sys", gpus, off_bus)
+
+
+# ---------------------------------------------------------------- the PCI tree (sysfs)
+
+PCI_NVIDIA, PCI_INTEL = "0x10de", "0x8086"
+PCI_A100_SXM4_40GB = "0x20b0"  # GA100 [A100 SXM4 40GB] (pci.ids)
+PCI_CLASS_3D, PCI_CLASS_BRIDGE_OTHER, PCI_CLASS_ETHERNET = "0x030200", "0x068000", "0x020000"
+PCI_ROOT = "pci0000:00"  # one host bridge holds every function (a real host has one per root complex)
+
+
+def pci_bdf(bus_id: str) -> str:
+    """NVML's pciBusId "00000000:07:00.0" -> sysfs' "0000:07:00.0" (4-digit domain, lower-case hex)."""
+    domain, rest = bus_id.split(":", 1)
+    return f"{int(domain, 16) & 0xFFFF:04x}:{rest.lower()}"
+
+
+def write_pci_tree(sys_root: Path, gpus: list[dict], off_bus: tuple[int, ...] = ()) -> list[str]:
+    """Writes the PCI functions of this host under `sys_root` as sysfs shows them and returns their BDFs: each
+    function a directory devices/<PCI_ROOT>/<bdf>/ with vendor, device, class and numa_node ("0x10de\\n"...),
+    listed in bus/pci/devices/<bdf> by a relative symlink, as in /sys. Besides the GPUs (minus `off_bus`), the
+    functions a real A100 HGX host has that are not GPUs: an NVSwitch (bridge class), an Intel NIC, and an SR-IOV
+    virtual function of GPU 0 (vGPU hosts; same vendor and class as a GPU, with physfn -> GPU 0 and GPU 0's
+    virtfn0 -> it). A100 has no HDMI audio function. The tree is rewritten from scratch; `sys_root` itself is kept,
+    so a hostPath mount of it sees the new tree."""
+    sys_root.mkdir(parents=True, exist_ok=True)
+    for child in sys_root.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    devices, listing = sys_root / "devices" / PCI_ROOT, sys_root / "bus" / "pci" / "devices"
+    devices.mkdir(parents=True)
+    listing.mkdir(parents=True)
+
+    def function(bdf: str, vendor: str, device: str, cls: str, numa: int, **extra: str) -> Path:
+        d = devices / bdf
+        d.mkdir()
+        for name, value in {"vendor": vendor, "device": device, "class": cls, "numa_node": str(numa),
+                            **extra}.items():
+            (d / name).write_text(f"{value}\n")
+        (listing / bdf).symlink_to(Path("..", "..", "..", "devices", PCI_ROOT, bdf))
+        return d
+
+    bdfs = []
+    for g in gpus:
+        if g["index"] in off_bus:
+            continue
+        bdf = pci_bdf(g["pciBusId"])
+        d = function(bdf, PCI_NVIDIA, PCI_A100_SXM4_40GB, PCI_CLASS_3D, g["numaNode"])
+        bdfs.append(bdf)
+        if g["index"] == 0:
+            vf = f"{bdf[:-1]}4"  # A100's VFs follow the physical function on its bus: 07:00.4, 07:00.5, ...
+            (d / "sriov_totalvfs").write_text("16\n")
+            (d / "sriov_numvfs").write_text("1\n")
+            v = function(vf, PCI_NVIDIA, PCI_A100_SXM4_40GB, PCI_CLASS_3D, g["numaNode"])
+            (v / "physfn").symlink_to(Path("..", bdf))
+            (d / "virtfn0").symlink_to(Path("..", vf))
+            bdfs.append(vf)
+    function("0000:c1:00.0", PCI_NVIDIA, "0x1af1", PCI_CLASS_BRIDGE_OTHER, 0)  # NVSwitch (GA100 generation)
+    function("0000:41:00.0", PCI_INTEL, "0x1593", PCI_CLASS_ETHERNET, 0)  # Ethernet Controller E810-C
+    return bdfs + ["0000:c1:00.0", "0000:41:00.0"]
 
 
 def start_node(bins: Bins, ip: str, kubectl: Kubectl, policy: str = "single-numa-node") -> None:
@@ -732,6 +831,11 @@ def up() -> None:
     make_pki(ip)
     kubectl = Kubectl(bins)
     start_control_plane(bins, ip, kubectl)
+    import faults  # noqa: PLC0415 - faults imports this module
+
+    fault = faults.FAULTS.get(read_state().get("fault") or "")
+    if not (fault and fault.delete_runtime_class):  # a bed restarted under runtime-class-missing keeps it missing
+        kubectl.apply(runtime_class())
     import shapes
 
     if not read_state().get("profile"):  # a fresh bed starts in the shape the environment asks for
@@ -819,8 +923,11 @@ def main(argv: list[str]) -> int:
             return shapes.switch(argv[1], argv[2])
         if argv[:1] == ["restart-kubelet"] and len(argv) <= 3 and argv[2:] in ([], ["--during-run"]):
             return faults.restart_kubelet(float(argv[1]) if len(argv) >= 2 else 0, during_run=argv[2:] != [])
+        if argv[:1] == ["cut-access"] and len(argv) == 2:
+            return faults.cut_access(float(argv[1]))
         if len(argv) != 1 or argv[0] not in cmds:
-            raise BedError(f"usage: cluster.py {{{'|'.join(cmds)}|fault NAME|bed PROFILE LAYOUT|restart-kubelet [DELAY_S [--during-run]]}}")
+            raise BedError(f"usage: cluster.py {{{'|'.join(cmds)}|fault NAME|bed PROFILE LAYOUT|"
+                           "restart-kubelet [DELAY_S [--during-run]]|cut-access DELAY_S}}")
         return cmds[argv[0]]() or 0
     except BedError as e:
         print(f"localcluster: error: {e}", file=sys.stderr)

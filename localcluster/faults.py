@@ -1,8 +1,10 @@
 """Named faults for the local test bed: each breaks the cluster the way a row of shared/FAULTS.md describes.
 
 Faults act only through real interfaces: the simulated plugin's ConfigMap (what a misbehaving plugin does),
-the kubelet's config file and restarts, node labels/taints (what GFD or an operator would set), and
-containerd's image store. `fault-clear` restores the healthy state; applying a fault clears the previous one.
+the kubelet's config file and restarts, node labels/taints (what GFD or an operator would set), the simulated
+hardware (hardware.json, the PCI tree), the nvidia runtime's settings (runtime.json, as the toolkit's config.toml),
+the RuntimeClass, and containerd's image store. `fault-clear` restores the healthy state; applying a fault clears
+the previous one.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import cluster as c
 import shapes
+import sharedfault
 
 
 @dataclass(frozen=True)
@@ -33,12 +37,17 @@ class Fault:
     operator_failing: str = ""  # the GPU operator's driver validation fails with this message
     restart_kubelet_after: float = 0  # restart the kubelet this many seconds after the suite's first pod on the node
     hardware_numa: int | None = None  # rewrite the simulated hardware: the NUMA node the GPUs physically sit on
+    off_bus: tuple = ()  # rewrite the simulated hardware: these GPU indexes are missing from its PCI tree (sysfs) only
+    runtime: dict = field(default_factory=dict)  # <GPU_SIM>/runtime.json for the nvidia runtime (runtime_sim.py)
+    delete_runtime_class: bool = False  # delete the RuntimeClass nvidia (cluster.runtime_class)
     # node (capacity, allocatable) to wait for before the fault counts as applied; None = healthy counts,
     # () = don't wait (the fault itself makes the counts unpredictable, e.g. a crash-looping plugin)
     counts: tuple | None = None
     profile: str = "plain"  # the bed profile the fault is shown on (shapes.py); the bed switches to it first
     layout: str = ""  # the plugin install layout it needs ("" = whichever the bed runs)
     companion_crash: bool = False  # the layout's GPU Feature Discovery DaemonSet crash-loops
+    double_assign: bool = False  # two tenant pods; a stale kubelet device checkpoint gives tenant-b tenant-a's GPU
+    cut_access_after: float = 0  # the suite's run-long pod loses its GPU access this many seconds after it runs
 
 
 ALL_NUMA1 = {str(i): 1 for i in range(c.GPUS)}
@@ -99,6 +108,19 @@ FAULTS: dict[str, Fault] = {
     "numa-misreported": Fault("NUMA", "the GPUs sit on NUMA node 1 but the plugin reports NUMA 0 to the kubelet: "
                               "single-numa-node admits a Guaranteed GPU pod with CPUs on NUMA 0, GPU on NUMA 1",
                               plugin={"numaOverride": {str(i): 0 for i in range(c.GPUS)}}, hardware_numa=1),
+    "gpu-off-bus": Fault("hardware", "a GPU fell off the bus: GPU 3 is gone from the PCI tree while GPU Feature "
+                         "Discovery's labels and the plugin still say 4", off_bus=(c.GPUS - 1,)),
+    "env-exposure": Fault("isolation", "the nvidia runtime honours NVIDIA_VISIBLE_DEVICES from unprivileged "
+                          "containers: a pod with NVIDIA_VISIBLE_DEVICES=all sees every GPU, with or without a "
+                          "GPU request", runtime={"acceptEnvvarUnprivileged": True}),
+    "runtime-class-missing": Fault("F12", "the RuntimeClass nvidia is deleted: the API server rejects pods that name "
+                                   "it (403, RuntimeClass \"nvidia\" not found)", delete_runtime_class=True),
+    "double-assigned": Fault("isolation", "the kubelet's own record (PodResources List) assigns one GPU to two "
+                             "running containers: a stale device checkpoint loaded at a kubelet restart gave "
+                             f"{sharedfault.NS}/tenant-b the GPU of tenant-a", double_assign=True),
+    "access-lost": Fault("isolation", "the suite's run-long pod loses access to its GPU 3 s after it starts, as "
+                         "when a systemd daemon-reload resets the container's device cgroup rules",
+                         cut_access_after=3),
     "topology-policy-none": Fault("topology", "kubelet topologyManagerPolicy is none instead of single-numa-node",
                                   policy="none"),
 }
@@ -175,6 +197,41 @@ def restart_kubelet(after: float = 0, during_run: bool = False) -> int:
     return 0
 
 
+# The check label of the suite's run-long pod (gpuconform/pods.py CHECK_LABEL; the lost-access check's pods).
+ACCESS_POD = "gpuconform.dev/check=access"
+CGROUP_DEVICES = Path("/sys/fs/cgroup/devices")
+
+
+def cut_access(after: float) -> int:
+    """Waits for the suite's run-long pod to run on the GPU node and, `after` seconds later, takes its GPUs out of
+    its container's devices cgroup (cgroup v1 devices.deny, one exact rule per GPU node the container was
+    allowed: the kernel removes only exceptions that match exactly, security/device_cgroup.c dev_exception_rm).
+    That is what a systemd daemon-reload does to containers whose device rules systemd re-applies without the
+    GPUs (NVIDIA/nvidia-container-toolkit issue #48): the device node stays, opening it fails with EPERM, and
+    nvidia-smi says "Failed to initialize NVML: Unknown Error". The kubelet here uses the cgroupfs driver, so the
+    container's cgroup is kubepods[/<qos>]/pod<uid>/<container id>."""
+    _, kubectl, _ = _ctx()
+
+    def running() -> dict | None:
+        pods = kubectl.json("get", "pods", "-A", "-l", ACCESS_POD, "--field-selector",
+                            f"spec.nodeName={c.NODE_NAME},status.phase=Running").get("items", [])
+        return pods[0] if pods else None
+
+    c.wait_for(f"the suite's run-long pod ({ACCESS_POD}) on {c.NODE_NAME}", lambda: running() is not None, 600)
+    time.sleep(after)
+    p = running()
+    if p is None:
+        raise c.BedError("the suite's run-long pod ended before its access could be cut")
+    qos = p["status"]["qosClass"].lower()
+    cid = p["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    d = CGROUP_DEVICES / "kubepods" / ("" if qos == "guaranteed" else qos) / f"pod{p['metadata']['uid']}" / cid
+    rules = [r for r in (d / "devices.list").read_text().splitlines() if r.startswith(f"c {c.NVIDIA_MAJOR}:")]
+    for r in rules:
+        (d / "devices.deny").write_text(r.rsplit(" ", 1)[0] + " rwm")
+    c.say(f"cut {p['metadata']['name']}'s access to its GPU(s): denied {rules} in {d}")
+    return 0
+
+
 def clear(quiet: bool = False) -> int:
     bins, kubectl, ip = _ctx()
     st = c.read_state()
@@ -184,10 +241,16 @@ def clear(quiet: bool = False) -> int:
     kubectl("taint", "node", c.NODE_NAME, "gpuconform.dev/maintenance-", check=False)
     if prev and prev.remove_image:
         c.import_images(c.build_images(bins))
-    if prev and prev.hardware_numa is not None:
+    if prev and (prev.hardware_numa is not None or prev.off_bus):
         c.write_hardware()
+    (c.GPU_SIM / "runtime.json").unlink(missing_ok=True)  # the nvidia runtime's healthy defaults
+    kubectl.apply(c.runtime_class())  # idempotent; recreates it after runtime-class-missing
     if prev and prev.hog_gpus:
         kubectl("delete", "namespace", HOG_NS, "--wait=true", "--timeout=60s", check=False)
+    if prev and prev.double_assign:
+        c.say(sharedfault.clear(kubectl))
+    if prev and prev.cut_access_after:  # a cut still waiting for a run must not hit the next one
+        subprocess.run(["pkill", "-f", "cluster.py cut-access"], check=False)
     if prev and prev.operator_failing or c.validator_state(kubectl) != "ready":
         c.deploy_operator(kubectl)
     if st.get("topology_policy", "single-numa-node") != "single-numa-node":
@@ -221,14 +284,20 @@ def apply(name: str) -> int:
         c.wait_for("the GPU Feature Discovery pod to crash-loop", lambda: any(
             cs.get("restartCount", 0) > 0 for p in shapes.companion_pods(kubectl, shapes.current()[1])
             for cs in p.get("status", {}).get("containerStatuses", [])), 90, "kubelet")
-    if f.hardware_numa is not None:
-        c.write_hardware(numa=f.hardware_numa)
+    if f.hardware_numa is not None or f.off_bus:
+        c.write_hardware(numa=f.hardware_numa or 0, off_bus=f.off_bus)
+    if f.runtime:  # read by the runtime at each container create: no restart needed
+        (c.GPU_SIM / "runtime.json").write_text(json.dumps(f.runtime) + "\n")
+    if f.delete_runtime_class:
+        kubectl("delete", "runtimeclass", c.NVIDIA_RUNTIME, "--ignore-not-found", "--wait=true")
     if f.operator_failing:
         c.deploy_operator(kubectl, failing=f.operator_failing)
     if f.hog_gpus:
         kubectl.apply(*_hog_objects(f.hog_gpus))
         c.wait_for(f"the GPU hog pod to hold {f.hog_gpus} GPUs", lambda: kubectl.json(
             "get", "pod", "-n", HOG_NS, "gpu-hog").get("status", {}).get("phase") == "Running", 60, "kubelet")
+    if f.double_assign:
+        c.say(sharedfault.apply(bins, kubectl))
     if f.plugin or f.plugin_host_dir:
         _restart_plugin(kubectl, f)
     if f.kubelet_reset:
@@ -254,6 +323,10 @@ def apply(name: str) -> int:
         log = (c.STATE / "logs" / "kubelet-restart.log").open("a")
         subprocess.Popen([sys.executable, str(c.HERE / "cluster.py"), "restart-kubelet", str(f.restart_kubelet_after),
                           "--during-run"],
+                         stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+    if f.cut_access_after:
+        log = (c.STATE / "logs" / "cut-access.log").open("a")
+        subprocess.Popen([sys.executable, str(c.HERE / "cluster.py"), "cut-access", str(f.cut_access_after)],
                          stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
     want = f.counts if f.counts is not None else next(iter(c.healthy_counts().values()))
     if want and not f.kubelet_reset:

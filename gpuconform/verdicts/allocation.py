@@ -132,3 +132,25 @@ def extra_pod_findings(node: str, pod: dict, resource: str, held: int) -> list[F
         return []
     return [Finding("GPU-F04-OVERADVERTISED", f"{node}: pod {pod['metadata']['name']} ({resource} #{held + 1}) reached "
                     f"{phase} although all {held} free devices were held by the burst")]
+
+
+def access_findings(node: str, pod: str, first: Seen | None, last: Seen | None, rounds: int) -> list[Finding]:
+    """A pod that held one device from the start of the run to its end sees at the end what it saw at the start
+    (`first`, `last`: its first and last complete device check; `rounds`: how many it printed). Access lost in
+    between (device cgroup rules reset, e.g. by a systemd daemon-reload) is GPU-F12-ACCESS-LOST; a pod that never
+    saw its device is GPU-F12-DEVICE-NOT-INJECTED."""
+    if first is None:
+        return [Finding("ENV-TIMEOUT", f"{node}: pod {pod} printed no complete device check")]
+    had = sorted(set(exclusive_ids(first.gpus)))
+    if not had:
+        return [Finding("GPU-F12-DEVICE-NOT-INJECTED", f"{node}: pod {pod} was granted a device but saw none at the "
+                                                       f"start of the run ({first.env.strip()})")]
+    if last is None or rounds < 2:
+        return [Finding("ENV-TIMEOUT", f"{node}: pod {pod} printed no device check after the node's other checks "
+                                       f"ended ({rounds} round(s) in all)")]
+    has = sorted(set(exclusive_ids(last.gpus)))
+    if has != had:
+        return [Finding("GPU-F12-ACCESS-LOST", f"{node}: pod {pod} saw {had} in nvidia-smi at the start of the run and "
+                                               f"{has or 'no GPU'} at its end (round {rounds}; device nodes still "
+                                               f"present: {last.dev or 'none'})")]
+    return []

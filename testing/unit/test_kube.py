@@ -358,6 +358,16 @@ def test_a_pod_deleted_during_a_wait_is_reported_gone(monkeypatch):
     w.stop()
 
 
+def test_a_bookmark_moves_the_watch_on_without_breaking_it(monkeypatch):
+    """The client leaves BOOKMARK events undecoded (a dict: kubernetes watch/watch.py unmarshal_event); the apiserver
+    sends them about once a minute with allowWatchBookmarks, so a wait longer than that must live through one."""
+    bookmark = {"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "7"}}}
+    w = started(monkeypatch, [([bookmark, {"type": "ADDED", "object": v1pod("a", "8")}], None)])
+    wait_until(lambda: w.get("a") is not None)
+    assert w.healthy and w.failed is None
+    w.stop()
+
+
 # ------------------------------------------------------------------ through the real client and urllib3
 
 class Server:

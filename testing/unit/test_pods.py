@@ -64,9 +64,76 @@ def test_create_container_error_device():
     cs = [{"name": "probe", "image": "busybox:1.36",
            "state": {"waiting": {"reason": "CreateContainerError",
                                  "message": "failed to generate spec: device /dev/nvidia3 not found"}}}]
-    assert pods.classify(recorded(container_statuses=cs), []).code == "GPU-F12-DEVICE-NOT-INJECTED"
+    assert pods.classify(recorded(container_statuses=cs), []).code == "GPU-F12-INJECTION-FAILED"
     cs[0]["state"]["waiting"]["message"] = "secret not found"
     assert pods.classify(recorded(container_statuses=cs), []).code == "ENV-API"
+
+
+# Constructed from the runtimes' error formats (containerd's CDI injection error, the NVIDIA hook's failure as
+# runc reports a prestart hook, a runtime binary that is not installed): each is an injection failure, named
+# with the runtime's own message, never a CUDA failure.
+INJECTION_ERRORS = [
+    ("waiting", "CreateContainerError", "failed to create containerd container: CDI device injection failed: "
+                                        "unresolvable CDI devices nvidia.com/gpu=GPU-0b0d5bc4"),
+    ("terminated", "StartError", "failed to create containerd task: failed to create shim task: OCI runtime "
+                                 "create failed: runc create failed: unable to start container process: error "
+                                 "during container init: error running hook #0: error running hook: exit status 1, "
+                                 "stdout: , stderr: nvidia-container-cli: initialization error: load library "
+                                 "failed: libnvidia-ml.so.1: cannot open shared object file"),
+    ("waiting", "RunContainerError", 'failed to create shim task: OCI runtime create failed: exec: '
+                                     '"nvidia-container-runtime": executable file not found in $PATH'),
+]
+
+
+@pytest.mark.parametrize("state,reason,message", INJECTION_ERRORS)
+def test_runtime_injection_errors_are_injection_failures_with_the_runtimes_message(state, reason, message):
+    cs = [{"name": "vectoradd", "image": "cuda-sample", "state": {state: {"reason": reason, "message": message,
+                                                                          **({"exitCode": 128} if state == "terminated"
+                                                                             else {})}}}]
+    prob = pods.classify(recorded(phase="Failed" if state == "terminated" else "Pending", container_statuses=cs), [])
+    assert prob.code == "GPU-F12-INJECTION-FAILED"
+    assert reason in prob.message and message[-60:] in prob.message
+
+
+def test_a_start_error_that_is_not_about_devices_is_an_environment_problem():
+    cs = [{"name": "probe", "state": {"terminated": {"reason": "StartError", "exitCode": 128,
+                                                     "message": 'exec: "sh": executable file not found in $PATH'}}}]
+    assert pods.classify(recorded(phase="Failed", container_statuses=cs), []).code == "ENV-API"
+
+
+def test_a_pod_refused_for_a_missing_runtime_class_is_an_injection_failure():
+    msg = 'pods "vectoradd-n1" is forbidden: pod rejected: RuntimeClass "nvidia" not found'
+    prob = pods.creation_refused("vectoradd-n1", "n1", msg)
+    assert prob.code == "GPU-F12-INJECTION-FAILED" and msg in prob.message and "runtimeClassName" in prob.message
+    assert pods.creation_refused("p", "n1", 'pods "p" is forbidden: violates PodSecurity "restricted"') is None
+
+
+def test_runtime_class_and_env_go_on_workload_pods_but_not_on_host_readers():
+    c = cfg(runtimeClassName="nvidia")
+    m = pods.probe_pod("iso", "ns", "r1", "isolation", "n1", c, 0, env={"NVIDIA_VISIBLE_DEVICES": "all"})
+    assert m["spec"]["runtimeClassName"] == "nvidia"
+    assert m["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    assert "runtimeClassName" not in pods.probe_pod("iso", "ns", "r1", "isolation", "n1", cfg(), 0)["spec"]
+    for m in (pods.socket_probe_pod("s", "ns", "r1", "n1", c, 60), pods.node_probe_pod("np", "ns", "r1", "n1", c, 60)):
+        assert "runtimeClassName" not in m["spec"]
+        assert all(v["hostPath"]["path"].startswith(("/var/lib/kubelet/", "/sys")) for v in m["spec"]["volumes"])
+        assert all(vm["readOnly"] for vm in m["spec"]["containers"][0]["volumeMounts"])
+
+
+def test_node_probe_reads_the_configured_kubelet_dir_and_pci_tree_as_root_without_capabilities():
+    c = cfg()
+    c["nodeProbe"].update(kubeletDir="/var/snap/microk8s/common/var/lib/kubelet/", sysfsPath="/var/lib/gpu-sim/sys")
+    c["images"]["nodeProbe"] = "mirror/suite:1"
+    m = pods.node_probe_pod("np", "ns", "r1", "n1", c, 60)
+    paths = {v["name"]: v["hostPath"]["path"] for v in m["spec"]["volumes"]}
+    assert paths == {"pod-resources": "/var/snap/microk8s/common/var/lib/kubelet/pod-resources",
+                     "device-plugins": "/var/snap/microk8s/common/var/lib/kubelet/device-plugins",
+                     "sys": "/var/lib/gpu-sim/sys"}
+    ctr = m["spec"]["containers"][0]
+    assert ctr["image"] == "mirror/suite:1" and ctr["command"][:3] == ["python3", "-m", "gpuconform.nodeprobe"]
+    assert m["spec"]["securityContext"]["runAsUser"] == 0
+    assert ctr["securityContext"]["capabilities"] == {"drop": ["ALL"]} and "resources" in ctr
+    assert not any("nvidia.com" in k for k in ctr["resources"].get("limits", {}))
 
 
 TAINT_MSG = "0/4 nodes are available: 1 node(s) had untolerated taint {gpuconform.dev/maintenance: true}"
@@ -317,3 +384,17 @@ def test_condition_reads_a_pods_or_nodes_condition_status():
     assert nodes.condition(obj, "Ready") == "False"
     assert nodes.condition(obj, "Initialized") is None
     assert nodes.condition({"status": {}}, "Ready") is None
+
+
+def test_a_node_out_of_cpu_is_busy_not_a_gpu_scheduling_failure():
+    """A Guaranteed probe on a node whose CPUs other pods have requested: the scheduler's message names cpu only
+    (kube-scheduler noderesources fit: "Insufficient cpu"), so the node is busy, whatever its free GPUs."""
+    msg = ("0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't match Pod's node affinity/selector. "
+           "preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod")
+    prob = pods.classify(recorded(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                               "message": msg}]), [], free_on_node=3)
+    assert prob.code == "GPU-F07-BUSY" and "node's cpu" in prob.message
+    gpu = msg.replace("Insufficient cpu", "Insufficient nvidia.com/gpu")
+    prob = pods.classify(recorded(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                               "message": gpu}]), [], free_on_node=3)
+    assert prob.code == "GPU-F07-NOT-SCHEDULABLE"

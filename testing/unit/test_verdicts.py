@@ -301,3 +301,48 @@ def test_several_count_findings_fold_into_one():
                      {"nvidia.com/gpu": "6", "nvidia.com/mig-1g.10gb": "3"})
     f = count_findings(node, STATIC)
     assert [x.code for x in f] == ["GPU-F04-OVERADVERTISED"] and "also [GPU-F04-STALE-RESOURCE]" in f[0].message
+
+
+# ---------------------------------------------------------------- access held through the run (spans_run)
+
+def _round(i: int, smi_l: str, dev: int) -> str:
+    return f"== round ==\n{i}\n" + probe_log(env="NVIDIA_VISIBLE_DEVICES=GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43",
+                                             dev="\n".join(f"/dev/nvidia{d}" for d in range(dev)), nvidia_smi_L=smi_l)
+
+
+ONE_QUADRO = QUADRO.splitlines()[0]
+
+
+def test_a_repeating_probes_log_splits_into_its_complete_rounds():
+    from gpuconform.probes import rounds
+
+    log = _round(1, ONE_QUADRO, 1) + _round(2, ONE_QUADRO, 1) + "== round ==\n3\n== env ==\nNVIDIA_VIS"
+    done = rounds(log)
+    assert len(done) == 2 and done[1].lstrip().startswith("2")
+
+
+def test_access_held_through_the_run_passes_when_the_last_check_sees_what_the_first_saw():
+    from gpuconform.verdicts import access_findings
+
+    first = Seen.from_log("access-n1", 1, _round(1, ONE_QUADRO, 1))
+    assert access_findings("n1", "access-n1", first, Seen.from_log("access-n1", 1, _round(9, ONE_QUADRO, 1)), 9) == []
+
+
+def test_access_lost_during_the_run_is_its_own_failure_naming_both_checks():
+    from gpuconform.verdicts import access_findings
+
+    first = Seen.from_log("access-n1", 1, _round(1, ONE_QUADRO, 1))
+    last = Seen.from_log("access-n1", 1, _round(9, "No devices were found", 0))
+    f = access_findings("n1", "access-n1", first, last, 9)
+    assert [x.code for x in f] == ["GPU-F12-ACCESS-LOST"]
+    assert "GPU-c7b57be0" in f[0].message and "no GPU" in f[0].message and "round 9" in f[0].message
+
+
+def test_access_check_without_a_device_from_the_start_or_without_a_last_round():
+    from gpuconform.verdicts import access_findings
+
+    none = Seen.from_log("access-n1", 1, _round(1, "No devices were found", 0))
+    assert [x.code for x in access_findings("n1", "access-n1", none, none, 5)] == ["GPU-F12-DEVICE-NOT-INJECTED"]
+    first = Seen.from_log("access-n1", 1, _round(1, ONE_QUADRO, 1))
+    assert [x.code for x in access_findings("n1", "access-n1", first, None, 1)] == ["ENV-TIMEOUT"]
+    assert [x.code for x in access_findings("n1", "access-n1", None, None, 0)] == ["ENV-TIMEOUT"]

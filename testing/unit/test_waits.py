@@ -94,7 +94,7 @@ def test_dispatch_rule():
 
     from fixtures.scheduler import next_job as pick
 
-    job = namedtuple("job", "node need at_end", defaults=(False,))
+    job = namedtuple("job", "node need at_end spans", defaults=(False, False))
 
     def next_job(queue, running, cap, bound):
         return pick([job(*q) for q in queue], [job(*r) for r in running], cap, bound)
@@ -117,3 +117,7 @@ def test_dispatch_rule():
     assert next_job([("n1", 0, True)], [("n2", "all")], cap, 16) == 0
     assert next_job([("n1", 0, True), ("n1", 0, True)], [], cap, 16) == 0  # two at_end jobs never wait for each other
     assert next_job([("n1", 0, True)], [("n1", 0, True)], cap, 16) == 0
+    # spans_run: starts at once, even beside an "all" job; an at_end job does not wait for it; it blocks no one
+    assert next_job([("n1", 1, False, True)], [("n1", "all")], cap, 16) == 0
+    assert next_job([("n1", 0, True)], [("n1", 1, False, True)], cap, 16) == 0
+    assert next_job([("n1", "all")], [("n1", 1, False, True)], cap, 16) == 0

@@ -1,7 +1,10 @@
 """Allocation counts: what a node advertises matches its hardware (sharing- and MIG-aware)."""
 
-from fixtures.checks import hand_over
+import pytest
+
+from fixtures.checks import hand_over, node_probe_report
 from gpuconform import counts, verdicts
+from gpuconform.reasons import REASONS
 
 
 def test_advertised_gpus_match_the_hardware(run, cfg, gpu_node, evidence, record_property):
@@ -19,3 +22,23 @@ def test_advertised_gpus_match_the_hardware(run, cfg, gpu_node, evidence, record
     for k, v in (("expected", exp.advertised), ("capacity", cap), ("allocatable", alloc)):
         record_property(k, v)
     hand_over(verdicts.count_findings(node, exp, logs))
+
+
+@pytest.mark.node_probe
+def test_advertised_gpus_match_the_pci_hardware(run, cfg, gpu_node, pod_runner, evidence, record_property):
+    """MUST: the vendor's GPU PCI functions on the node (an independent count, read from sysfs by the optional
+    node probe: physical functions of class VGA or 3D controller; MIG devices and SR-IOV virtual functions are not
+    extra GPUs) equal the GPU count label and, times the sharing replicas, what the node advertises; the kubelet's
+    own allocatable device list (PodResources) agrees with node allocatable, and the NUMA nodes the plugin reports
+    are those the GPUs sit on."""
+    hand_over(verdicts.unusable(run.node(gpu_node), 0))
+    report = node_probe_report(run, cfg, pod_runner, evidence, gpu_node)
+    node = run.refresh_node(gpu_node)
+    exp = run.expectation(gpu_node, node)
+    hw, hw_ev = verdicts.hardware_findings(gpu_node, exp, node, report)
+    al, al_ev = verdicts.allocatable_findings(gpu_node, exp, node, report)
+    evidence.note("PCI hardware", {**hw_ev, "GPUs per NUMA node": verdicts.numa_counts(report)})
+    evidence.note("kubelet allocatable list", al_ev)
+    record_property("pci_gpus", len(hw_ev.get("pci GPUs", [])))
+    found = hw + al + verdicts.reported_numa_findings(gpu_node, exp, report)
+    hand_over(verdicts.folded([f for f in found if REASONS[f.code].outcome == "fail"] or found))

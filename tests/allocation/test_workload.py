@@ -5,16 +5,16 @@ import time
 
 import pytest
 
-from fixtures.checks import hand_over, require_free_gpus, require_nvidia_tooling
-from gpuconform import pods, timing, verdicts
+from fixtures.checks import hand_over, node_probe_report, require_free_gpus, require_nvidia_tooling
+from gpuconform import pods, probes, timing, verdicts
 
 
-def _probe_log(run, ns, name, deadline_s=timing.LOG_READ_TIMEOUT_S):
-    """A Running probe prints then sleeps: read its log until the end marker (bounded)."""
+def _probe_log(run, ns, name, deadline_s=timing.LOG_READ_TIMEOUT_S, until=lambda text: "== end ==" in text):
+    """A Running probe prints then sleeps: read its log until the end marker (or `until` holds; bounded)."""
     end = time.monotonic() + deadline_s
     while True:
         text = run.pod_log(ns, name)
-        if "== end ==" in text or time.monotonic() > end:
+        if until(text) or time.monotonic() > end:
             return text
         time.sleep(timing.LOG_READ_EVERY_S)
 
@@ -36,7 +36,10 @@ def test_vector_add_succeeds_through_the_plugin(run, cfg, gpu_node, pod_runner, 
 @pytest.mark.gpus(2)
 def test_pods_see_exactly_the_gpus_they_request(run, cfg, gpu_node, pod_runner, evidence):
     """MUST: a pod requesting no GPU sees none; a pod requesting N devices sees exactly those N (whole GPUs:
-    device nodes and nvidia-smi agree; MIG: N MIG devices; time-slicing: one replica, so one GPU)."""
+    device nodes and nvidia-smi agree; MIG: N MIG devices; time-slicing: one replica, so one GPU). Both set
+    NVIDIA_VISIBLE_DEVICES=all, as CUDA base images do: the runtime must not let a pod's own variable widen what
+    it was allocated (accept-nvidia-visible-devices-envvar-when-unprivileged=false, or the volume-mounts/CDI
+    device list strategies)."""
     require_nvidia_tooling(cfg, "device visibility from nvidia-smi and /dev/nvidiaN")
     free = require_free_gpus(run, gpu_node, 1)
     exp = run.expectation(gpu_node)
@@ -44,14 +47,74 @@ def test_pods_see_exactly_the_gpus_they_request(run, cfg, gpu_node, pod_runner, 
     ns = run.ensure_namespace()
     deadline = cfg.seconds("timeouts.podComplete")
     res = run.node(gpu_node).resource
+    env = {"NVIDIA_VISIBLE_DEVICES": "all"}  # what CUDA base images set (their Dockerfiles' ENV)
     zero = pod_runner.create(pods.probe_pod(pods.pod_name("iso0", gpu_node), ns, run.run_id, "isolation", gpu_node,
-                                            cfg, 0, deadline=deadline))
+                                            cfg, 0, deadline=deadline, env=env))
     some = pod_runner.create(pods.probe_pod(pods.pod_name(f"iso{n}", gpu_node), ns, run.run_id, "isolation", gpu_node,
-                                            cfg, n, deadline=deadline, resource=res))
+                                            cfg, n, deadline=deadline, resource=res, env=env))
     pod_runner.wait([zero, some], "done", "timeouts.podComplete", gpu_node)
     s0, sn = (verdicts.Seen.from_log(p, k, run.pod_log(ns, p)) for p, k in ((zero, 0), (some, n)))
-    evidence.note("visible", {"no-request": s0.evidence(), f"{n} x {res}": sn.evidence(), "unit": exp.unit})
+    evidence.note("visible", {"no-request": s0.evidence(), f"{n} x {res}": sn.evidence(), "unit": exp.unit,
+                              "pod env": env})
     hand_over(verdicts.isolation_findings(gpu_node, s0, sn, exp.unit, exp.per_device))
+
+
+@pytest.mark.node_probe
+@pytest.mark.gpus(1)
+def test_kubelet_assigned_devices_match_what_the_pod_sees(run, cfg, gpu_node, pod_runner, evidence):
+    """MUST: the device IDs the kubelet assigned to a suite pod's container (its own record: the PodResources
+    List, read by the optional node probe) are the devices the container sees (GPU or MIG UUIDs in nvidia-smi; a
+    time-sliced replica by its GPU), and no device ID is assigned to two containers at once across every pod on
+    the node."""
+    require_nvidia_tooling(cfg, "matching the kubelet's device IDs to nvidia-smi UUIDs")
+    hand_over(verdicts.not_checked(cfg.get("nodeProbe.enabled"), "nodeProbe.enabled is false: the kubelet's record "
+                                                                 "is not checked"))
+    require_free_gpus(run, gpu_node, 1)
+    ns = run.ensure_namespace()
+    res = run.node(gpu_node).resource
+    holder = pod_runner.create(pods.probe_pod(pods.pod_name("record", gpu_node), ns, run.run_id, "kubelet-record",
+                                              gpu_node, cfg, 1, deadline=cfg.seconds("timeouts.podComplete"),
+                                              resource=res, hold_s=timing.POD_HOLD_S))
+    pod_runner.wait([holder], "running", "timeouts.podStart", gpu_node)
+    seen = verdicts.Seen.from_log(holder, 1, _probe_log(run, ns, holder))
+    report = node_probe_report(run, cfg, pod_runner, evidence, gpu_node)
+    hand_over(verdicts.double_assignment_findings(gpu_node, report))
+    found, ev = verdicts.assignment_findings(gpu_node, report, ns, holder, "probe", res, seen.ids)
+    evidence.note("assignment", ev)
+    hand_over(found)
+
+
+@pytest.mark.spans_run
+@pytest.mark.gpus(1)
+def test_gpu_access_held_through_the_run_survives_to_its_end(run, cfg, gpu_node, pod_runner, evidence):
+    """MUST: a pod that holds one device from the start of the run to its end still sees it at the end. The pod
+    repeats its device check every few seconds; the last one, printed after every other check on the node is
+    done, must see what the first saw (access is lost when the runtime's device cgroup rules are reset, e.g. by
+    a systemd daemon-reload). On a node with a single free device it is not checked: holding that device for
+    the run would leave the other checks none."""
+    require_nvidia_tooling(cfg, "device visibility from nvidia-smi")
+    hand_over(verdicts.not_checked(run.node(gpu_node).free != 1, "the node has one free device: holding it through "
+                                                                 "the run would leave the other checks none"))
+    require_free_gpus(run, gpu_node, 1)
+    ns = run.ensure_namespace()
+    name = pod_runner.create(pods.probe_pod(pods.pod_name("access", gpu_node), ns, run.run_id, "access", gpu_node,
+                                            cfg, 1, deadline=timing.RUN_HOLD_DEADLINE_S,
+                                            resource=run.node(gpu_node).resource, every_s=timing.RUN_HOLD_EVERY_S,
+                                            best_effort=True))
+    pod_runner.wait([name], "running", "timeouts.podStart", gpu_node)
+    run.held_for_run[gpu_node] = 1
+    try:
+        run.wait_for_rest_of_node(gpu_node)
+        before = len(probes.rounds(run.pod_log(ns, name)))
+        log = _probe_log(run, ns, name, until=lambda text: len(probes.rounds(text)) > before)
+    finally:
+        run.held_for_run.pop(gpu_node, None)
+    done = probes.rounds(log)
+    first = verdicts.Seen.from_log(name, 1, done[0]) if done else None
+    last = verdicts.Seen.from_log(name, 1, done[-1]) if len(done) > before else None  # printed after the others
+    evidence.note("device checks", {"rounds": len(done), "first": first and first.evidence(),
+                                    "last": last and last.evidence()})
+    hand_over(verdicts.access_findings(gpu_node, name, first, last, len(done)))
 
 
 @pytest.mark.gpus("all")
@@ -66,13 +129,11 @@ def test_burst_allocates_every_free_gpu_once_and_one_more_waits(run, cfg, gpu_no
     n = min(free, cfg.get("limits.maxGpusPerNode"))
     ns = run.ensure_namespace()
     deadline = cfg.seconds("timeouts.podComplete")
-    script = pods.PROBE_SCRIPT + f"\nsleep {timing.POD_HOLD_S}"
     names = []
     for i in range(n):
-        m = pods.probe_pod(pods.pod_name(f"burst{i}", gpu_node), ns, run.run_id, "burst", gpu_node, cfg, 1,
-                           deadline=deadline, resource=res)
-        m["spec"]["containers"][0]["command"] = ["sh", "-c", script]
-        names.append(pod_runner.create(m))
+        names.append(pod_runner.create(pods.probe_pod(pods.pod_name(f"burst{i}", gpu_node), ns, run.run_id, "burst",
+                                                      gpu_node, cfg, 1, deadline=deadline, resource=res,
+                                                      hold_s=timing.POD_HOLD_S)))
     pod_runner.wait(names, "running", "timeouts.podStart", gpu_node)
     extra = None
     if n == free:  # only when the burst took every free device can one more be expected to wait

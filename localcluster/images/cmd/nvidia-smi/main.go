@@ -24,6 +24,12 @@ func cpuList(node int) string {
 }
 
 func main() {
-	devs, _ := container.Visible(container.Root())
+	devs, warnings := container.Visible(container.Root())
+	for _, w := range warnings {
+		if strings.HasPrefix(w, container.DeniedPrefix) { // what nvidia-smi prints when NVML cannot open a GPU
+			os.Stdout.WriteString("Failed to initialize NVML: Unknown Error\n")
+			os.Exit(255)
+		}
+	}
 	os.Exit(smi.Run(os.Args[1:], smi.Env{Devices: devs, Now: time.Now(), CPUList: cpuList}, os.Stdout))
 }

@@ -5,7 +5,9 @@
 package container
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,6 +22,24 @@ func Root() string {
 		return r
 	}
 	return "/"
+}
+
+// DeniedPrefix starts the warning for a device node the container may not open: its devices cgroup denies it,
+// as after a systemd daemon-reload re-applied device rules without the GPUs. Real nvidia-smi then fails with
+// "Failed to initialize NVML: Unknown Error" (NVIDIA/nvidia-container-toolkit issue #48).
+const DeniedPrefix = "access denied: "
+
+// denied reports whether opening the node fails for lack of permission. The simulated GPUs' nodes carry
+// NVIDIA's major 195 with no driver behind it, so an allowed open fails with ENXIO instead: the devices cgroup
+// is checked before the driver is looked up (Linux fs/char_dev.c chrdev_open runs after
+// security/device_cgroup.c devcgroup_inode_permission).
+func denied(node string) bool {
+	f, err := os.OpenFile(node, os.O_RDONLY, 0)
+	if err == nil {
+		f.Close()
+		return false
+	}
+	return errors.Is(err, fs.ErrPermission)
 }
 
 // Visible returns the devices visible below root, sorted by hardware index. Unreadable or
@@ -49,8 +69,13 @@ func Visible(root string) (devs []hw.DeviceInfo, warnings []string) {
 		if seen[d.DeviceUUID()] {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(root, hw.ContainerDevPath(d.Minor))); err != nil {
+		node := filepath.Join(root, hw.ContainerDevPath(d.Minor))
+		if _, err := os.Stat(node); err != nil {
 			continue // info mounted but no device node: not usable
+		}
+		if denied(node) {
+			warnings = append(warnings, DeniedPrefix+node)
+			continue
 		}
 		seen[d.DeviceUUID()] = true
 		devs = append(devs, *d)

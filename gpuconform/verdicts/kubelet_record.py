@@ -1,0 +1,226 @@
+"""Verdicts on the node probe's report (gpuconform/nodeprobe.py): the kubelet's own record of devices (its
+PodResources API) and the host's PCI hardware, judged against the node object, the labels and what a pod sees.
+
+Facts from upstream (kubernetes v1.34):
+- PodResources `List` gives every active pod's containers with the device IDs the device manager assigned them
+  (pkg/kubelet/apis/podresources/server_v1.go, List -> devicesProvider.GetDevices);
+- `GetAllocatableResources` gives the HEALTHY devices only (pkg/kubelet/cm/devicemanager/manager.go,
+  GetAllocatableDevices = allDevices.Filter(healthyDevices)), each with the NUMA topology the plugin reported;
+- the device checkpoint's RegisteredDevices are the healthy devices too (manager.go writeCheckpoint), so the
+  kubelet names no Unhealthy device anywhere: they are counted (capacity - allocatable list) and named only when
+  a pod still holds one (the checkpoint's PodDeviceEntries); the plugin log stays the other evidence;
+- a time-sliced replica's ID is "<uuid>::<n>" (NVIDIA/k8s-device-plugin internal/rm/devices.go AnnotatedID), so
+  distinct replicas of one GPU are distinct IDs, and what a pod sees of it is the GPU's UUID.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from .. import vendors
+from ..counts import Expectation, Finding, _count_label, qty
+from ..nodeprobe import gpu_functions
+
+REPLICA_SEP = "::"
+
+
+def probe_report(log: str) -> tuple[dict[str, Any] | None, list[Finding]]:
+    """The node probe's JSON report from its log (the last line that parses as one), or ENV-NOT-CHECKED naming
+    what the probe printed instead (an image without gpuconform.nodeprobe, a crash)."""
+    for line in reversed(log.strip().splitlines()):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and "podResources" in doc:
+            return doc, []
+    return None, [Finding("ENV-NOT-CHECKED", "the node probe printed no report (is images.nodeProbe the suite's own "
+                                             f"image, with gpuconform.nodeprobe?): {log.strip()[-400:] or '(no output)'}")]
+
+
+def _part(report: dict, key: str) -> tuple[dict, str | None]:
+    part = report.get(key) or {}
+    return part, part.get("error")
+
+
+def _by_resource(devices: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for d in devices:
+        out.setdefault(d.get("resource", ""), []).append(d)
+    return out
+
+
+def _ids(devices: list[dict]) -> list[str]:
+    return [i for d in devices for i in d.get("ids", [])]
+
+
+def gpu_id(device_id: str) -> str:
+    """The GPU (or MIG device) behind a kubelet device ID: a replica "<uuid>::<n>" -> "<uuid>"."""
+    return device_id.split(REPLICA_SEP, 1)[0]
+
+
+# ------------------------------------------------------------------ hardware: PCI vs labels vs advertised
+
+def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict) -> tuple[list[Finding], dict]:
+    """The vendor's GPU PCI functions (physical functions of class VGA or 3D controller: an independent count that
+    GPU Feature Discovery and the plugin do not write) against the count label and what the node advertises.
+
+    - labels != PCI -> GPU-F04-LABEL-HARDWARE-MISMATCH (a GPU fell off the bus, or the labels are stale);
+    - advertised != PCI x replicas -> GPU-F04-OVERADVERTISED / -UNDERADVERTISED;
+    - MIG: the count label counts MIG devices under the single strategy, and MIG devices per GPU vary, so only
+      mixed nodes compare labels, and neither compares the advertised count (the label-based check does).
+    Returns (findings, evidence)."""
+    if exp.vendor not in vendors.PCI_VENDOR:
+        return [Finding("ENV-NOT-CHECKED", f"{node}: vendor {exp.vendor}: its GPUs' PCI classes are not known to the "
+                                           "suite; the PCI count is not checked")], {}
+    pci, err = _part(report, "pci")
+    if err:
+        return [Finding("ENV-NOT-CHECKED", f"{node}: PCI hardware not read: {err}")], {}
+    gpus = gpu_functions(pci.get("functions", []))
+    hw = len(gpus)
+    labels = node_obj.get("metadata", {}).get("labels", {}) or {}
+    label_n, label = _count_label(labels, exp.vendor)
+    cap = qty((node_obj.get("status", {}).get("capacity") or {}).get(exp.resource))
+    ev = {"pci GPUs": [f"{g['address']} {g['class']} NUMA {g.get('numa')}" for g in gpus],
+          "pci functions of the vendor": len(pci.get("functions", [])), "count label": f"{label}={label_n}",
+          f"capacity {exp.resource}": cap, "replicas": exp.replicas, "mig": exp.mig_strategy}
+    out: list[Finding] = []
+    if exp.mig_strategy != "single" and label_n is not None and label_n != hw:
+        out.append(Finding("GPU-F04-LABEL-HARDWARE-MISMATCH",
+                           f"{node}: {label} says {label_n} GPU(s) but the PCI bus shows {hw} "
+                           f"({', '.join(g['address'] for g in gpus) or 'none'}; {pci.get('root')}/bus/pci/devices)"))
+    if exp.mig_strategy == "none" and cap is not None and cap != hw * exp.replicas:
+        code = "GPU-F04-OVERADVERTISED" if cap > hw * exp.replicas else "GPU-F04-UNDERADVERTISED"
+        per = f" x {exp.replicas} replicas" if exp.replicas > 1 else ""
+        out.append(Finding(code, f"{node}: capacity {exp.resource}={cap}, but the PCI bus shows {hw} GPU(s){per} "
+                                 f"= {hw * exp.replicas}"))
+    return out, ev
+
+
+def reported_numa_findings(node: str, exp: Expectation, report: dict) -> list[Finding]:
+    """The NUMA nodes the plugin reports for its devices (the kubelet's allocatable list, which the topology
+    manager aligns CPUs with) must be NUMA nodes the vendor's GPUs sit on (sysfs numa_node). GPUs without NUMA
+    affinity (-1, typical in VMs) or devices reported without topology leave nothing to compare."""
+    pci, perr = _part(report, "pci")
+    alloc, aerr = _part(report, "allocatable")
+    if perr or aerr:
+        return []
+    hw = {g["numa"] for g in gpu_functions(pci.get("functions", [])) if g.get("numa") is not None}
+    devs = [d for r in exp.resources for d in _by_resource(alloc.get("devices", [])).get(r, [])]
+    told = {n for d in devs for n in d.get("numa", [])}
+    if not hw or not told or told <= hw:
+        return []
+    return [Finding("GPU-NUMA-MISREPORTED", f"{node}: the plugin reports {', '.join(exp.resources)} devices on NUMA "
+                                            f"{sorted(told)}, but the GPUs sit on NUMA {sorted(hw)} (sysfs numa_node)")]
+
+
+# ------------------------------------------------------------------ the kubelet's allocatable list
+
+def allocatable_findings(node: str, exp: Expectation, node_obj: dict, report: dict) -> tuple[list[Finding], dict]:
+    """The kubelet's allocatable device list (healthy devices) per GPU resource against the node's allocatable;
+    devices counted in capacity but not in that list are Unhealthy (GPU-F03-UNHEALTHY-DEVICES), named where a pod
+    still holds one (the checkpoint). An API the kubelet does not serve leaves the part unchecked (evidence)."""
+    alloc, err = _part(report, "allocatable")
+    if err:
+        return [], {"allocatable list": f"not read: {err}"}
+    status = node_obj.get("status", {})
+    entries = (report.get("checkpoint") or {}).get("entries", [])
+    by_res = _by_resource(alloc.get("devices", []))
+    out: list[Finding] = []
+    ev: dict[str, Any] = {}
+    for res in exp.resources:
+        ids = _ids(by_res.get(res, []))
+        node_alloc = qty((status.get("allocatable") or {}).get(res))
+        cap = qty((status.get("capacity") or {}).get(res))
+        ev[res] = {"kubelet allocatable list": len(ids), "node allocatable": node_alloc, "node capacity": cap,
+                   "ids": sorted(ids)}
+        if node_alloc is not None and node_alloc != len(ids):
+            out.append(Finding("GPU-KUBELET-RECORD-MISMATCH",
+                               f"{node}: the kubelet's allocatable list has {len(ids)} {res} device(s), the node "
+                               f"object says allocatable {node_alloc} (PodResources GetAllocatableResources)"))
+        if cap is not None and cap > len(ids):
+            gone = sorted({i for e in entries if e.get("resource") == res for i in e.get("ids", [])} - set(ids))
+            named = (f"; held by pods though not healthy: {gone}" if gone
+                     else " (the kubelet names none: see the plugin log)")
+            out.append(Finding("GPU-F03-UNHEALTHY-DEVICES",
+                               f"{node}: capacity {res}={cap} but the kubelet lists {len(ids)} healthy device(s): "
+                               f"{cap - len(ids)} Unhealthy{named}"))
+    return out, ev
+
+
+# ------------------------------------------------------------------ assignments: List
+
+def holders(report: dict) -> dict[tuple[str, str], list[str]]:
+    """(resource, device ID) -> the "namespace/pod/container"s the kubelet assigned it to, over every pod."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for p in (report.get("podResources") or {}).get("pods", []):
+        for c in p.get("containers", []):
+            for d in c.get("devices", []):
+                for i in d.get("ids", []):
+                    out.setdefault((d.get("resource", ""), i), []).append(f"{p['namespace']}/{p['name']}/{c['name']}")
+    return out
+
+
+def double_assignment_findings(node: str, report: dict) -> list[Finding]:
+    """No device ID is assigned to two containers at once, across every pod on the node (the kubelet's record)."""
+    pr, err = _part(report, "podResources")
+    if err:
+        return [Finding("ENV-NOT-CHECKED", f"{node}: the kubelet's PodResources List was not read: {err}")]
+    twice = {k: v for k, v in holders(report).items() if len(v) > 1}
+    if not twice:
+        return []
+    return [Finding("GPU-DOUBLE-ALLOCATION", f"{node}: the kubelet assigned " + "; ".join(
+        f"{res} {dev} to {len(who)} containers ({', '.join(who)})" for (res, dev), who in sorted(twice.items())))]
+
+
+def assigned_to(report: dict, namespace: str, pod: str, container: str) -> dict[str, list[str]] | None:
+    """resource -> device IDs the kubelet assigned to one container; None when List does not show the pod."""
+    for p in (report.get("podResources") or {}).get("pods", []):
+        if p.get("namespace") == namespace and p.get("name") == pod:
+            for c in p.get("containers", []):
+                if c.get("name") == container:
+                    return {d.get("resource", ""): list(d.get("ids", [])) for d in c.get("devices", [])}
+            return {}
+    return None
+
+
+def assignment_findings(node: str, report: dict, namespace: str, pod: str, container: str, resource: str,
+                        seen: list[str]) -> tuple[list[Finding], dict]:
+    """The devices the kubelet assigned to the suite's container equal what the container sees (the GPU or MIG
+    UUIDs nvidia-smi lists in it; replicas by their GPU). IDs that are not UUIDs (deviceIDStrategy=index) cannot
+    be matched to what a pod sees: not checked, with the IDs as evidence."""
+    got = assigned_to(report, namespace, pod, container)
+    ev = {"kubelet assigned": got, "container sees": seen}
+    if got is None:
+        return [Finding("GPU-KUBELET-RECORD-MISMATCH", f"{node}: the kubelet's PodResources List has no pod "
+                                                       f"{namespace}/{pod}, which holds a {resource} device")], ev
+    ids = got.get(resource, [])
+    if not ids:
+        return [Finding("GPU-KUBELET-RECORD-MISMATCH", f"{node}: the kubelet's record assigns no {resource} device to "
+                                                       f"{namespace}/{pod}/{container}, which requested one "
+                                                       f"(it has: {got or 'nothing'})")], ev
+    want = sorted({gpu_id(i) for i in ids})
+    if not all(w.startswith(("GPU-", "MIG-")) for w in want):
+        return [Finding("ENV-NOT-CHECKED", f"{node}: the plugin names devices by index ({ids}), not by UUID "
+                                           "(deviceIDStrategy=index): what the pod sees cannot be matched")], ev
+    if sorted(set(seen)) != want:
+        return [Finding("GPU-KUBELET-RECORD-MISMATCH",
+                        f"{node}: the kubelet assigned {resource} {ids} to {namespace}/{pod}/{container}, but the "
+                        f"container sees {sorted(set(seen)) or 'no GPU'}: the plugin injected other devices than "
+                        "it was asked for")], ev
+    return [], ev
+
+
+def numa_counts(report: dict) -> dict[str, int]:
+    """Evidence: how many of the vendor's GPUs the PCI tree shows per NUMA node."""
+    pci, err = _part(report, "pci")
+    if err:
+        return {}
+    return {str(k): v for k, v in sorted(Counter(g.get("numa") for g in gpu_functions(pci.get("functions", [])))
+                                         .items(), key=lambda kv: str(kv[0]))}
+
+
+__all__ = ["allocatable_findings", "assignment_findings", "double_assignment_findings", "gpu_id",
+           "hardware_findings", "holders", "numa_counts", "probe_report", "reported_numa_findings"]
