@@ -32,8 +32,9 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
                           "test_gpu_resource_is_in_node_capacity": "GPU-F01-NOT-REGISTERED"},
                          {BUSY, "GPU-F01-NOT-REGISTERED"}),
     # every pod gets GPU 0: a 2-GPU pod sees one device too
+    # (the kubelet record check sees it too, unless the kubelet happened to assign GPU 0 to its pod)
     "shared-device": ({"test_burst_allocates_every_free_gpu_once_and_one_more_waits": "GPU-DOUBLE-ALLOCATION"},
-                      {"GPU-F12-DEVICE-NOT-INJECTED"}),
+                      {"GPU-F12-DEVICE-NOT-INJECTED", "GPU-KUBELET-RECORD-MISMATCH"}),
     "capacity-zero": ({"test_gpu_resource_is_in_node_capacity": "GPU-F02-CAPACITY-ZERO",
                        "test_advertised_gpus_match_the_hardware": "GPU-F02-CAPACITY-ZERO"},
                       {BUSY, "GPU-F01-NOT-REGISTERED"}),
@@ -41,13 +42,21 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
     "gpus-busy": ({"test_vector_add_succeeds_through_the_plugin": BUSY, "test_pods_see_exactly_the_gpus_they_request": BUSY,
                    "test_burst_allocates_every_free_gpu_once_and_one_more_waits": BUSY,
                    "test_gpu_pod_start_latency_is_under_thresholds": BUSY,
-                   "test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": BUSY}, set()),
-    "unhealthy-device": ({"test_advertised_gpus_match_the_hardware": "GPU-F03-UNHEALTHY-DEVICES"}, set()),
-    "over-advertised": ({"test_advertised_gpus_match_the_hardware": "GPU-F04-OVERADVERTISED"},
-                        {"GPU-F12-DEVICE-NOT-INJECTED"}),
+                   "test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": BUSY,
+                   "test_kubelet_assigned_devices_match_what_the_pod_sees": BUSY,
+                   "test_gpu_access_held_through_the_run_survives_to_its_end": BUSY}, set()),
+    # the kubelet's own allocatable list counts the Unhealthy GPU too (capacity 4, 3 healthy devices listed)
+    "unhealthy-device": ({"test_advertised_gpus_match_the_hardware": "GPU-F03-UNHEALTHY-DEVICES",
+                          "test_advertised_gpus_match_the_pci_hardware": "GPU-F03-UNHEALTHY-DEVICES"}, set()),
+    # 6 advertised: more than the labels say and more than the PCI bus shows
+    "over-advertised": ({"test_advertised_gpus_match_the_hardware": "GPU-F04-OVERADVERTISED",
+                         "test_advertised_gpus_match_the_pci_hardware": "GPU-F04-OVERADVERTISED"},
+                        {"GPU-F12-DEVICE-NOT-INJECTED", "GPU-KUBELET-RECORD-MISMATCH"}),
     "admission-error": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F05-UNEXPECTED-ADMISSION"},
                         {"GPU-F05-UNEXPECTED-ADMISSION"}),
-    "wrong-numa": ({"test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": "GPU-F06-TOPOLOGY-AFFINITY"},
+    # the plugin says NUMA 1, the PCI tree NUMA 0: the kubelet's allocatable list shows the misreport directly
+    "wrong-numa": ({"test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": "GPU-F06-TOPOLOGY-AFFINITY",
+                    "test_advertised_gpus_match_the_pci_hardware": "GPU-NUMA-MISREPORTED"},
                    {"GPU-F06-TOPOLOGY-AFFINITY"}),
     "crashloop": ({"test_plugin_pod_is_ready_and_not_crash_looping": "GPU-F08-PLUGIN-CRASHLOOP"},
                   # a crashed plugin also leaves no socket and no allocatable GPUs behind
@@ -56,7 +65,7 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
     "sharing-not-applied": ({"test_advertised_gpus_match_the_hardware": "GPU-F10-SHARING-MISMATCH"}, set()),
     "not-injected": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F12-DEVICE-NOT-INJECTED",
                       "test_pods_see_exactly_the_gpus_they_request": "GPU-F12-DEVICE-NOT-INJECTED"},
-                     {"GPU-F12-DEVICE-NOT-INJECTED", "GPU-NUMA-NA"}),
+                     {"GPU-F12-DEVICE-NOT-INJECTED", "GPU-NUMA-NA", "GPU-KUBELET-RECORD-MISMATCH"}),
     "old-driver": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F13-CUDA-FAILURE"}, set()),
     "image-missing": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F14-IMAGE-PULL"}, set()),
     "untolerated-taint": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F15-UNTOLERATED-TAINT"},
@@ -64,7 +73,8 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
     "slow-allocate": ({"test_gpu_pod_start_latency_is_under_thresholds": "GPU-LATENCY-THRESHOLD"}, set()),
     "topology-policy-none": ({"test_kubelet_topology_and_cpu_manager_policies_are_as_expected":
                               "GPU-TOPOLOGY-POLICY"}, set()),
-    "numa-misreported": ({"test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": "GPU-NUMA-MISALIGNED"}, set()),
+    "numa-misreported": ({"test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": "GPU-NUMA-MISALIGNED",
+                          "test_advertised_gpus_match_the_pci_hardware": "GPU-NUMA-MISREPORTED"}, set()),
     # The restart lands while allocation tests run: pods in flight may see the registration gap.
     # The restart lands while pods run (2 s after the first): checks then may see 0 free GPUs, an admission
     # error (UnexpectedAdmissionError, or TopologyAffinityError for a pod admitted before the plugin has
@@ -78,10 +88,21 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
                          set()),
     "mig-not-injected": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F12-DEVICE-NOT-INJECTED",
                           "test_pods_see_exactly_the_gpus_they_request": "GPU-F12-DEVICE-NOT-INJECTED"},
-                         {"GPU-F12-DEVICE-NOT-INJECTED", "GPU-NUMA-NA"}),
+                         {"GPU-F12-DEVICE-NOT-INJECTED", "GPU-NUMA-NA", "GPU-KUBELET-RECORD-MISMATCH"}),
     # a crash-looping companion (GPU Feature Discovery, with the chart's labels) is not the plugin: all pass
     "companion-crashloop": ({"test_plugin_pod_is_ready_and_not_crash_looping": None}, set()),
     "operator-not-ready": ({"test_gpu_operator_validation_passed_on_the_node": "ENV-OPERATOR-NOT-READY"}, set()),
+    # issue 9: the kubelet's own evidence, the hardware, the runtime
+    "gpu-off-bus": ({"test_advertised_gpus_match_the_pci_hardware": "GPU-F04-LABEL-HARDWARE-MISMATCH"}, set()),
+    "env-exposure": ({"test_pods_see_exactly_the_gpus_they_request": "GPU-ISOLATION"}, set()),
+    # every pod naming the missing RuntimeClass is refused at create
+    "runtime-class-missing": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F12-INJECTION-FAILED",
+                               "test_pods_see_exactly_the_gpus_they_request": "GPU-F12-INJECTION-FAILED"},
+                              {"GPU-F12-INJECTION-FAILED"}),
+    # two tenant pods hold GPUs (others' pods: the all-GPU checks run on what is left)
+    "double-assigned": ({"test_kubelet_assigned_devices_match_what_the_pod_sees": "GPU-DOUBLE-ALLOCATION"},
+                        {BUSY, "GPU-F06-FRAGMENTED"}),
+    "access-lost": ({"test_gpu_access_held_through_the_run_survives_to_its_end": "GPU-F12-ACCESS-LOST"}, set()),
 }
 
 

@@ -32,7 +32,7 @@ def test_advertised_gpus_match_the_pci_hardware(run, cfg, gpu_node, pod_runner, 
     own allocatable device list (PodResources) agrees with node allocatable, and the NUMA nodes the plugin reports
     are those the GPUs sit on."""
     hand_over(verdicts.unusable(run.node(gpu_node), 0))
-    report = node_probe_report(run, cfg, pod_runner, evidence, gpu_node)
+    report = node_probe_report(run, cfg, pod_runner, evidence, gpu_node, "hw")
     node = run.refresh_node(gpu_node)
     exp = run.expectation(gpu_node, node)
     hw, hw_ev = verdicts.hardware_findings(gpu_node, exp, node, report)

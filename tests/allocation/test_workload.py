@@ -77,7 +77,7 @@ def test_kubelet_assigned_devices_match_what_the_pod_sees(run, cfg, gpu_node, po
                                               resource=res, hold_s=timing.POD_HOLD_S))
     pod_runner.wait([holder], "running", "timeouts.podStart", gpu_node)
     seen = verdicts.Seen.from_log(holder, 1, _probe_log(run, ns, holder))
-    report = node_probe_report(run, cfg, pod_runner, evidence, gpu_node)
+    report = node_probe_report(run, cfg, pod_runner, evidence, gpu_node, "record")
     hand_over(verdicts.double_assignment_findings(gpu_node, report))
     found, ev = verdicts.assignment_findings(gpu_node, report, ns, holder, "probe", res, seen.ids)
     evidence.note("assignment", ev)
