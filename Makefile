@@ -53,9 +53,10 @@ bed:
 test: lint gotest cluster-up
 	$(PYTEST) testing -p no:cacheprovider
 
-# The simulated plugin, nvidia-smi and vector-add stand-in (Go unit tests).
+# The simulated plugin, nvidia-smi and vector-add stand-in, and the bed's kubelet-checkpoint tool (Go unit tests).
 gotest:
 	cd localcluster/images && go test ./...
+	cd localcluster/tools/k8s && go test -tags selinux,notest ./cmd/...
 
 lint: deps
 	$(VENV)/bin/ruff check .

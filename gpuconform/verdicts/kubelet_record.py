@@ -67,10 +67,13 @@ def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict)
     """The vendor's GPU PCI functions (physical functions of class VGA or 3D controller: an independent count that
     GPU Feature Discovery and the plugin do not write) against the count label and what the node advertises.
 
-    - labels != PCI -> GPU-F04-LABEL-HARDWARE-MISMATCH (a GPU fell off the bus, or the labels are stale);
-    - advertised != PCI x replicas -> GPU-F04-OVERADVERTISED / -UNDERADVERTISED;
+    - labels != PCI -> GPU-F04-LABEL-HARDWARE-MISMATCH (a GPU fell off the bus, or the labels are stale), with
+      what the node advertises against the PCI count;
+    - no count label -> the advertised count against PCI x replicas (GPU-F04-OVERADVERTISED / -UNDERADVERTISED;
+      GPU-F02-CAPACITY-ZERO for 0); where the labels agree with the PCI bus, the label-based count check has
+      judged the advertised count against that very number, so this check confirms the labels and adds nothing;
     - MIG: the count label counts MIG devices under the single strategy, and MIG devices per GPU vary, so only
-      mixed nodes compare labels, and neither compares the advertised count (the label-based check does).
+      mixed nodes compare the label, and neither compares the advertised count.
     Returns (findings, evidence)."""
     if exp.vendor not in vendors.PCI_VENDOR:
         return [Finding("ENV-NOT-CHECKED", f"{node}: vendor {exp.vendor}: its GPUs' PCI classes are not known to the "
@@ -82,18 +85,21 @@ def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict)
     hw = len(gpus)
     labels = node_obj.get("metadata", {}).get("labels", {}) or {}
     label_n, label = _count_label(labels, exp.vendor)
+    if exp.mig_strategy == "single":
+        label_n = None  # it counts MIG devices, not GPUs
     cap = qty((node_obj.get("status", {}).get("capacity") or {}).get(exp.resource))
     ev = {"pci GPUs": [f"{g['address']} {g['class']} NUMA {g.get('numa')}" for g in gpus],
           "pci functions of the vendor": len(pci.get("functions", [])), "count label": f"{label}={label_n}",
           f"capacity {exp.resource}": cap, "replicas": exp.replicas, "mig": exp.mig_strategy}
     out: list[Finding] = []
-    if exp.mig_strategy != "single" and label_n is not None and label_n != hw:
+    if label_n is not None and label_n != hw:
         out.append(Finding("GPU-F04-LABEL-HARDWARE-MISMATCH",
                            f"{node}: {label} says {label_n} GPU(s) but the PCI bus shows {hw} "
                            f"({', '.join(g['address'] for g in gpus) or 'none'}; {pci.get('root')}/bus/pci/devices)"))
-    if exp.mig_strategy == "none" and cap is not None and cap != hw * exp.replicas:
-        code = "GPU-F04-OVERADVERTISED" if cap > hw * exp.replicas else "GPU-F04-UNDERADVERTISED"
+    if (label_n is None or out) and exp.mig_strategy == "none" and cap is not None and cap != hw * exp.replicas:
         per = f" x {exp.replicas} replicas" if exp.replicas > 1 else ""
+        code = ("GPU-F02-CAPACITY-ZERO" if cap == 0 else
+                "GPU-F04-OVERADVERTISED" if cap > hw * exp.replicas else "GPU-F04-UNDERADVERTISED")
         out.append(Finding(code, f"{node}: capacity {exp.resource}={cap}, but the PCI bus shows {hw} GPU(s){per} "
                                  f"= {hw * exp.replicas}"))
     return out, ev

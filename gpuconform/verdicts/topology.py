@@ -3,7 +3,7 @@ GPU pod under single-numa-node, and the NUMA alignment of its CPUs and GPU from 
 
 from __future__ import annotations
 
-from .. import probes
+from .. import metrics, probes
 from ..counts import Finding
 
 # configz leaves out a field at its default; these are the kubelet's defaults (KubeletConfiguration v1beta1).
@@ -59,3 +59,22 @@ def numa_findings(node: str, al: probes.Alignment) -> list[Finding]:
     if al.aligned is None:
         return [Finding("GPU-NUMA-NA", f"{node}: {al.detail}")]
     return [] if al.aligned else [Finding("GPU-NUMA-MISALIGNED", f"{node}: {al.detail}")]
+
+
+# The topology manager's admission failures, cumulative since the kubelet started (kubernetes v1.34
+# pkg/kubelet/metrics/metrics.go TopologyManagerAdmissionErrorsTotalKey, in the kubelet subsystem).
+ADMISSION_ERRORS = "kubelet_topology_manager_admission_errors_total"
+
+
+def admission_errors_delta(before: list | None, after: list | None) -> dict:
+    """Evidence, not a verdict: how many pods the node's topology manager rejected during the run (any pod, any
+    workload: other tenants' rejections under fragmentation are legitimate, the suite's own are judged by the NUMA
+    check). A kubelet restart resets the counter: then the count since the restart."""
+    b = metrics.value(before, ADMISSION_ERRORS) if before is not None else None
+    a = metrics.value(after, ADMISSION_ERRORS) if after is not None else None
+    if a is None:
+        return {"topology manager admission errors during the run": "not read (nodes/proxy not granted, or the "
+                                                                     "kubelet does not export it)"}
+    delta = a - b if b is not None and a >= b else a
+    return {"topology manager admission errors during the run": int(delta),
+            "counted since": "the run started" if b is not None and a >= b else "the kubelet (re)started"}

@@ -83,16 +83,22 @@ def test_a_gpu_gone_from_the_bus_while_labels_still_say_4_has_its_own_code():
     assert "capacity nvidia.com/gpu=4" in found[1].message
 
 
-def test_labels_that_agree_with_the_hardware_and_an_under_advertising_plugin():
-    found, _ = verdicts.hardware_findings("gpu-a", PLAIN, node(cap="2", alloc="2"), report())
-    assert codes(found) == ["GPU-F04-UNDERADVERTISED"]
+def test_labels_that_agree_with_the_hardware_leave_the_advertised_count_to_the_label_check():
+    assert verdicts.hardware_findings("gpu-a", PLAIN, node(cap="2", alloc="2"), report())[0] == []
+
+
+def test_without_a_count_label_the_advertised_count_is_judged_against_the_pci_bus():
+    found, _ = verdicts.hardware_findings("gpu-a", PLAIN, node(count_label=None, cap="2", alloc="2"), report())
+    assert codes(found) == ["GPU-F04-UNDERADVERTISED"] and "PCI bus shows 4" in found[0].message
+    found, _ = verdicts.hardware_findings("gpu-a", PLAIN, node(count_label=None, cap="0", alloc="0"), report())
+    assert codes(found) == ["GPU-F02-CAPACITY-ZERO"]
 
 
 def test_time_slicing_multiplies_the_pci_count_by_the_replicas():
-    ts = Expectation("nvidia.com/gpu", 4, 4, "nvidia.com/gpu.count=4")
-    assert verdicts.hardware_findings("gpu-a", ts, node(cap="16", alloc="16"), report())[0] == []
-    assert codes(verdicts.hardware_findings("gpu-a", ts, node(cap="20", alloc="20"), report())[0]) == \
-        ["GPU-F04-OVERADVERTISED"]
+    ts = Expectation("nvidia.com/gpu", 4, 4, "config nodes.expectedGpus=4")
+    assert verdicts.hardware_findings("gpu-a", ts, node(count_label=None, cap="16", alloc="16"), report())[0] == []
+    assert codes(verdicts.hardware_findings("gpu-a", ts, node(count_label=None, cap="20", alloc="20"),
+                                            report())[0]) == ["GPU-F04-OVERADVERTISED"]
 
 
 def test_mig_single_counts_mig_devices_in_its_label_so_only_mixed_compares_the_label():

@@ -103,3 +103,15 @@ def test_topo_numa_affinity_when_sysfs_gave_nothing():
 def test_gpu_without_numa_affinity_is_not_applicable(sections):
     f = verdicts.numa_findings("n", verdicts.alignment_from_log(probe_log(cpus=CPUS, **NODES, **sections)))
     assert codes(f) == ["GPU-NUMA-NA"]
+
+
+def test_topology_admission_errors_during_the_run_are_evidence_with_their_baseline():
+    from gpuconform.verdicts import admission_errors_delta
+
+    def m(v):
+        return [("kubelet_topology_manager_admission_errors_total", (), v)]
+
+    assert admission_errors_delta(m(2), m(5)) == {"topology manager admission errors during the run": 3,
+                                                  "counted since": "the run started"}
+    assert admission_errors_delta(m(9), m(1))["counted since"] == "the kubelet (re)started"
+    assert "not read" in admission_errors_delta(None, None)["topology manager admission errors during the run"]

@@ -7,6 +7,7 @@ import pytest
 
 from fixtures.checks import hand_over, node_probe_report, require_free_gpus, require_nvidia_tooling
 from gpuconform import pods, probes, timing, verdicts
+from gpuconform.reasons import EnvironmentProblem
 
 
 def _probe_log(run, ns, name, deadline_s=timing.LOG_READ_TIMEOUT_S, until=lambda text: "== end ==" in text):
@@ -86,12 +87,14 @@ def test_kubelet_assigned_devices_match_what_the_pod_sees(run, cfg, gpu_node, po
 
 @pytest.mark.spans_run
 @pytest.mark.gpus(1)
-def test_gpu_access_held_through_the_run_survives_to_its_end(run, cfg, gpu_node, pod_runner, evidence):
+def test_gpu_access_held_through_the_run_survives_to_its_end(run, cfg, gpu_node, pod_runner, evidence,
+                                                             record_property):
     """MUST: a pod that holds one device from the start of the run to its end still sees it at the end. The pod
     repeats its device check every few seconds; the last one, printed after every other check on the node is
     done, must see what the first saw (access is lost when the runtime's device cgroup rules are reset, e.g. by
     a systemd daemon-reload). On a node with a single free device it is not checked: holding that device for
-    the run would leave the other checks none."""
+    the run would leave the other checks none. Also records how many pods the topology manager rejected on the
+    node during the run (kubelet metrics, where nodes/proxy is granted): evidence, not a verdict."""
     require_nvidia_tooling(cfg, "device visibility from nvidia-smi")
     hand_over(verdicts.not_checked(run.node(gpu_node).free != 1, "the node has one free device: holding it through "
                                                                  "the run would leave the other checks none"))
@@ -114,6 +117,13 @@ def test_gpu_access_held_through_the_run_survives_to_its_end(run, cfg, gpu_node,
     last = verdicts.Seen.from_log(name, 1, done[-1]) if len(done) > before else None  # printed after the others
     evidence.note("device checks", {"rounds": len(done), "first": first and first.evidence(),
                                     "last": last and last.evidence()})
+    try:
+        after = run.kubelet_metrics(gpu_node)
+    except EnvironmentProblem:  # evidence only: an unreadable kubelet does not decide this check
+        after = None
+    admission = verdicts.admission_errors_delta(run.kubelet_metrics_before.get(gpu_node), after)
+    evidence.note("topology manager", admission)  # evidence only: other workloads' rejections are not a verdict
+    record_property("topology_admission_errors_during_run", admission["topology manager admission errors during the run"])
     hand_over(verdicts.access_findings(gpu_node, name, first, last, len(done)))
 
 

@@ -1,7 +1,5 @@
-"""Unit tests of the nvidia runtime stand-in (runtime_sim.py, nvidia-runtime-sim) against temporary bundles.
-
-    .venv/bin/pytest localcluster/test_runtime_sim.py -q -p no:cacheprovider
-"""
+"""Unit tests of the test bed's nvidia runtime stand-in (localcluster/runtime_sim.py, nvidia-runtime-sim) against
+temporary bundles."""
 
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "localcluster"
 sys.path.insert(0, str(HERE))
 import runtime_sim as rs  # noqa: E402
 
