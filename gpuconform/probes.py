@@ -24,11 +24,16 @@ def sections(log: str) -> dict[str, str]:
     return {k: "\n".join(v).strip("\n") for k, v in out.items()}
 
 
-def rounds(log: str, marker: str = "round") -> list[str]:
-    """A repeating probe's log (`== round ==` then the round's sections, each round ending with `== end ==`) ->
-    the text of each complete round, in order; a round still being printed is left out."""
-    parts = re.split(rf"^== {re.escape(marker)} ==$", log, flags=re.M)[1:]
-    return [p for p in parts if re.search(r"^== end ==$", p, re.M)]
+def rounds(log: str, marker: str = "round") -> list[tuple[int, str]]:
+    """A repeating probe's log (`== round ==`, the round's number, then its sections, each round ending with
+    `== end ==`) -> (number, text) of each complete round, in order; a round still being printed, or cut at the
+    start of a tail of the log, is left out."""
+    out = []
+    for part in re.split(rf"^== {re.escape(marker)} ==$", log, flags=re.M)[1:]:
+        m = re.match(r"\s*(\d+)\s*\n", part)
+        if m and re.search(r"^== end ==$", part, re.M):
+            out.append((int(m.group(1)), part))
+    return out
 
 
 @dataclass(frozen=True)

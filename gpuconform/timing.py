@@ -75,7 +75,9 @@ POD_ACTIVE_DEADLINE_S = 300
 #: The run-long pod of the lost-access check (spans_run) holds its device at most this long if the runner dies.
 RUN_HOLD_DEADLINE_S = 3600
 #: It re-runs its device check this often, so the last check is at most this old when the run ends.
-RUN_HOLD_EVERY_S = 3
+RUN_HOLD_EVERY_S = 1
+#: Log lines read at the end of the run for its last rounds (a round prints about 25 lines).
+RUN_HOLD_TAIL_LINES = 200
 
 #: terminationGracePeriodSeconds of a test pod: the probes hold no state worth a graceful stop.
 POD_TERMINATION_GRACE_S = 1

@@ -10,11 +10,13 @@ from gpuconform import pods, probes, timing, verdicts
 from gpuconform.reasons import EnvironmentProblem
 
 
-def _probe_log(run, ns, name, deadline_s=timing.LOG_READ_TIMEOUT_S, until=lambda text: "== end ==" in text):
-    """A Running probe prints then sleeps: read its log until the end marker (or `until` holds; bounded)."""
+def _probe_log(run, ns, name, deadline_s=timing.LOG_READ_TIMEOUT_S, until=lambda text: "== end ==" in text,
+               tail=None):
+    """A Running probe prints then sleeps: read its log (its last `tail` lines) until the end marker (or `until`
+    holds; bounded)."""
     end = time.monotonic() + deadline_s
     while True:
-        text = run.pod_log(ns, name)
+        text = run.pod_log(ns, name, tail=tail)
         if until(text) or time.monotonic() > end:
             return text
         time.sleep(timing.LOG_READ_EVERY_S)
@@ -107,15 +109,20 @@ def test_gpu_access_held_through_the_run_survives_to_its_end(run, cfg, gpu_node,
     pod_runner.wait([name], "running", "timeouts.podStart", gpu_node)
     run.held_for_run[gpu_node] = 1
     try:
+        start = probes.rounds(_probe_log(run, ns, name, until=lambda text: bool(probes.rounds(text))))
         run.wait_for_rest_of_node(gpu_node)
-        before = len(probes.rounds(run.pod_log(ns, name)))
-        log = _probe_log(run, ns, name, until=lambda text: len(probes.rounds(text)) > before)
+        # the last rounds only (a run-long log grows by a round every RUN_HOLD_EVERY_S): wait for one that began
+        # after the node's other checks had ended
+        tail = timing.RUN_HOLD_TAIL_LINES
+        seen = max((n for n, _ in probes.rounds(run.pod_log(ns, name, tail=tail))), default=0)
+        end = probes.rounds(_probe_log(run, ns, name, tail=tail,
+                                       until=lambda text: any(n > seen for n, _ in probes.rounds(text))))
     finally:
         run.held_for_run.pop(gpu_node, None)
-    done = probes.rounds(log)
-    first = verdicts.Seen.from_log(name, 1, done[0]) if done else None
-    last = verdicts.Seen.from_log(name, 1, done[-1]) if len(done) > before else None  # printed after the others
-    evidence.note("device checks", {"rounds": len(done), "first": first and first.evidence(),
+    first = verdicts.Seen.from_log(name, 1, start[0][1]) if start else None
+    last = verdicts.Seen.from_log(name, 1, end[-1][1]) if end and end[-1][0] > seen else None
+    done = end[-1][0] if end else len(start)
+    evidence.note("device checks", {"rounds": done, "first": first and first.evidence(),
                                     "last": last and last.evidence()})
     try:
         after = run.kubelet_metrics(gpu_node)
@@ -124,7 +131,7 @@ def test_gpu_access_held_through_the_run_survives_to_its_end(run, cfg, gpu_node,
     admission = verdicts.admission_errors_delta(run.kubelet_metrics_before.get(gpu_node), after)
     evidence.note("topology manager", admission)  # evidence only: other workloads' rejections are not a verdict
     record_property("topology_admission_errors_during_run", admission["topology manager admission errors during the run"])
-    hand_over(verdicts.access_findings(gpu_node, name, first, last, len(done)))
+    hand_over(verdicts.access_findings(gpu_node, name, first, last, done))
 
 
 @pytest.mark.gpus("all")
