@@ -15,8 +15,9 @@ from ..counts import Finding
 from .allocation import (Seen, access_findings, burst_findings, count_findings, extra_pod_findings, isolation_findings,
                          isolation_request, unhealthy_ids_needed, vector_add_findings)
 from .common import busy, folded, not_checked, nvidia_tooling, unusable
-from .kubelet_record import (allocatable_findings, assignment_findings, double_assignment_findings,
-                             hardware_findings, numa_counts, probe_report, reported_numa_findings)
+from .kubelet_record import (allocatable_agrees, allocatable_findings, assignment_findings, double_assignment_findings,
+                             hardware_findings, numa_counts, probe_report, reported_numa_findings,
+                             status_update_s)
 from .latency import allocate_delta, latency_findings, latency_properties, latency_summary
 from .registration import (capacity_findings, kubelet_started, operator_findings, plugin_findings,
                            plugin_pod_findings, registration_counts, registration_findings, socket_findings)
@@ -37,8 +38,8 @@ __all__ = [
     "admission_errors_delta", "admission_findings", "alignment_from_log", "expected_policies", "kubelet_policies",
     "numa_findings", "policy_findings",
     # the node probe: the kubelet's record and the PCI hardware
-    "allocatable_findings", "assignment_findings", "double_assignment_findings", "hardware_findings",
-    "numa_counts", "probe_report", "reported_numa_findings",
+    "allocatable_agrees", "allocatable_findings", "assignment_findings", "double_assignment_findings",
+    "hardware_findings", "numa_counts", "probe_report", "reported_numa_findings", "status_update_s",
     # latency
     "allocate_delta", "latency_findings", "latency_properties", "latency_summary",
 ]

@@ -16,6 +16,7 @@ Facts from upstream (kubernetes v1.34):
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Any
 
@@ -154,6 +155,30 @@ def allocatable_findings(node: str, exp: Expectation, node_obj: dict, report: di
                                f"{node}: capacity {res}={cap} but the kubelet lists {len(ids)} healthy device(s): "
                                f"{cap - len(ids)} Unhealthy{named}"))
     return out, ev
+
+
+# The kubelet writes the device manager's counts into the node object only when it posts the node status, every
+# nodeStatusUpdateFrequency (default 10s: pkg/kubelet/apis/config/v1beta1/defaults.go), so a healthy node object
+# may trail the kubelet's live list by one period (e.g. just after the plugin re-registers with a restarted kubelet).
+DEFAULT_STATUS_UPDATE_S = 10.0
+_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def status_update_s(kubelet_cfg: dict | None) -> float:
+    """How often the kubelet posts its node status: configz nodeStatusUpdateFrequency (a Go duration such as
+    "10s" or "1m0s"), or the kubelet's default where configz is not readable or the value does not parse."""
+    text = str((kubelet_cfg or {}).get("nodeStatusUpdateFrequency") or "")
+    parts = _GO_DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return DEFAULT_STATUS_UPDATE_S
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
+
+
+def allocatable_agrees(exp: Expectation, node_obj: dict, report: dict) -> bool:
+    """Whether the node object's allocatable equals the kubelet's allocatable list for every GPU resource (an
+    unread list agrees: nothing to wait for)."""
+    return not any(f.code == "GPU-KUBELET-RECORD-MISMATCH" for f in allocatable_findings("", exp, node_obj, report)[0])
 
 
 # ------------------------------------------------------------------ assignments: List

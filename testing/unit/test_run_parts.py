@@ -1,5 +1,6 @@
 """The run's parts that decide something without a cluster: the namespaces' heartbeat and end, which event-read
-errors are tolerated (fixtures/namespaces.py), and the fingerprint (gpuconform/fingerprint.py)."""
+errors are tolerated (fixtures/namespaces.py), the fingerprint (gpuconform/fingerprint.py), and waiting for a node
+object to catch up with the kubelet (fixtures/checks.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from fixtures import checks
 from fixtures.namespaces import Namespaces
 from gpuconform import cleanup, discovery, fingerprint, kube, timing
 from gpuconform.reasons import EnvironmentProblem
@@ -112,3 +114,40 @@ def test_fingerprint_summarises_what_the_run_read():
     assert fingerprint.fingerprint(run_id="r", server_version="v", host="h", credentials="c", node_count=0,
                                    gpu_nodes=[], node_objs={}, plugins={},
                                    configz={})["topology manager policy"] == fingerprint.NOT_READ
+
+
+# ------------------------------------------------------------------ the node status catching up (fixtures/checks.py)
+
+class TrailingRun:
+    """A run whose node object reaches the kubelet's value after `lag` reads; configz gives the status period."""
+
+    def __init__(self, lag: int, period: str | None):
+        self.reads, self.lag, self.period = 0, lag, period
+
+    def refresh_node(self, name):
+        self.reads += 1
+        return {"allocatable": 4 if self.reads > self.lag else 0}
+
+    def kubelet_config(self, name):
+        return None if self.period is None else {"nodeStatusUpdateFrequency": self.period}
+
+
+def test_a_node_that_agrees_at_once_costs_no_wait():
+    run = TrailingRun(lag=0, period="1s")
+    assert checks.node_status_caught_up(run, "gpu-a", lambda n: n["allocatable"] == 4) == ({"allocatable": 4}, 0.0)
+
+
+def test_a_node_object_trailing_the_kubelet_is_judged_once_it_has_caught_up(monkeypatch):
+    monkeypatch.setattr(checks.time, "sleep", lambda s: None)
+    run = TrailingRun(lag=3, period="1s")
+    obj, waited = checks.node_status_caught_up(run, "gpu-a", lambda n: n["allocatable"] == 4)
+    assert obj == {"allocatable": 4} and run.reads == 4 and waited >= 0
+
+
+def test_a_node_object_that_never_agrees_is_judged_after_one_status_period_and_slack(monkeypatch):
+    clock = iter(range(0, 1000))
+    monkeypatch.setattr(checks.time, "sleep", lambda s: None)
+    monkeypatch.setattr(checks.time, "monotonic", lambda: float(next(clock)))
+    run = TrailingRun(lag=10**6, period="2s")
+    obj, waited = checks.node_status_caught_up(run, "gpu-a", lambda n: n["allocatable"] == 4)
+    assert obj == {"allocatable": 0} and 7 <= waited <= 9  # 2 s period + 5 s slack

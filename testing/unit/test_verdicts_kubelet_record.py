@@ -150,6 +150,23 @@ def test_unhealthy_devices_are_counted_from_the_kubelets_list_and_named_where_a_
     assert "names none" in found[0].message
 
 
+def test_allocatable_agrees_only_when_the_node_object_has_caught_up_with_the_kubelets_list():
+    # just after the plugin re-registers with a restarted kubelet: the kubelet lists 4, the node still says 0
+    assert not verdicts.allocatable_agrees(PLAIN, node(cap="0", alloc="0"), report())
+    assert verdicts.allocatable_agrees(PLAIN, node(), report())
+    assert verdicts.allocatable_agrees(PLAIN, node(cap="0", alloc="0"), report(allocatable="UNIMPLEMENTED: x"))
+
+
+@pytest.mark.parametrize("cfg, seconds", [
+    (None, 10.0), ({}, 10.0), ({"nodeStatusUpdateFrequency": "5s"}, 5.0),
+    ({"nodeStatusUpdateFrequency": "1m0s"}, 60.0), ({"nodeStatusUpdateFrequency": "1m30s"}, 90.0),
+    ({"nodeStatusUpdateFrequency": "500ms"}, 0.5), ({"nodeStatusUpdateFrequency": "soon"}, 10.0),
+    ({"nodeStatusUpdateFrequency": "5sx"}, 10.0),
+])
+def test_the_node_status_period_is_read_from_the_kubelets_configz_or_defaults_to_10s(cfg, seconds):
+    assert verdicts.status_update_s(cfg) == pytest.approx(seconds)
+
+
 def test_a_kubelet_without_get_allocatable_resources_leaves_the_part_unchecked():
     found, ev = verdicts.allocatable_findings("gpu-a", PLAIN, node(), report(allocatable="UNIMPLEMENTED: x"))
     assert found == [] and "UNIMPLEMENTED" in ev["allocatable list"]

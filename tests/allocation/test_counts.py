@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.checks import hand_over, node_probe_report
+from fixtures.checks import hand_over, node_probe_report, node_status_caught_up
 from gpuconform import counts, verdicts
 from gpuconform.reasons import REASONS
 
@@ -33,10 +33,14 @@ def test_advertised_gpus_match_the_pci_hardware(run, cfg, gpu_node, pod_runner, 
     are those the GPUs sit on."""
     hand_over(verdicts.unusable(run.node(gpu_node), 0))
     report = node_probe_report(run, cfg, pod_runner, evidence, gpu_node, "hw")
-    node = run.refresh_node(gpu_node)
-    exp = run.expectation(gpu_node, node)
+    exp = run.expectation(gpu_node, run.refresh_node(gpu_node))
+    # the node object trails the kubelet's live list by up to one node-status period (a plugin that has just
+    # re-registered): judge it once it has caught up, or after that period
+    node, waited = node_status_caught_up(run, gpu_node, lambda n: verdicts.allocatable_agrees(exp, n, report))
     hw, hw_ev = verdicts.hardware_findings(gpu_node, exp, node, report)
     al, al_ev = verdicts.allocatable_findings(gpu_node, exp, node, report)
+    if waited:
+        al_ev["waited for the node status"] = f"{waited:.1f}s"
     evidence.note("PCI hardware", {**hw_ev, "GPUs per NUMA node": verdicts.numa_counts(report)})
     evidence.note("kubelet allocatable list", al_ev)
     record_property("pci_gpus", len(hw_ev.get("pci GPUs", [])))
