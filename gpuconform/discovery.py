@@ -24,6 +24,8 @@ class Found:
     companions: list[str] = field(default_factory=list)  # namespace/name of companion pods seen and set aside
 
 
+NOT_FOUND = Found([], "", "")  # a node where no plugin pod was found (or none was looked for)
+
 def _owner(pod: dict) -> dict:
     """The pod's first owner reference ({} when it has none)."""
     return (pod.get("metadata", {}).get("ownerReferences") or [{}])[0]

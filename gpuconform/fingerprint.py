@@ -9,7 +9,7 @@ import json
 from collections import Counter
 from typing import Any, Iterable
 
-from .discovery import Found
+from .discovery import NOT_FOUND, Found
 
 NOT_READ = "not read (the kubelet policy check did not run)"
 
@@ -42,8 +42,7 @@ def fingerprint(*, run_id: str, server_version: str, host: str, credentials: str
     gpu = [node_objs[name] for name, _ in gpu_nodes]
     info = [n["status"].get("nodeInfo", {}) for n in gpu]
     labels = [n["metadata"].get("labels", {}) for n in gpu]
-    none = Found([], "", "")
-    found = [plugins.get(name, none) for name, _ in gpu_nodes]
+    found = [plugins.get(name, NOT_FOUND) for name, _ in gpu_nodes]
     fp: dict[str, Any] = {
         "run id": run_id, "cluster version": server_version, "API server": host, "credentials": credentials,
         "nodes": node_count, "GPU nodes": len(gpu),

@@ -11,13 +11,18 @@ import (
 	"gpuconform.local/images/internal/hw"
 )
 
-// fourGPUs: indexes 0,1 on NUMA 0 and 2,3 on NUMA 1.
-func fourGPUs() *hw.Hardware {
+// a100s: one A100-SXM4-40GB per UUID, index i on NUMA node numa(i), device minor minorBase+i.
+func a100s(uuids []string, numa func(i int) int, minorBase int) *hw.Hardware {
 	h := &hw.Hardware{DriverVersion: "550.54.15", CUDAVersion: "12.4"}
-	for i, u := range []string{"GPU-a0", "GPU-a1", "GPU-b2", "GPU-b3"} {
-		h.GPUs = append(h.GPUs, hw.GPU{Index: i, UUID: u, Name: "NVIDIA A100-SXM4-40GB", PCIBusID: "00000000:07:00.0", NUMANode: i / 2, MemoryTotalMiB: 40960, Minor: i + 10})
+	for i, u := range uuids {
+		h.GPUs = append(h.GPUs, hw.GPU{Index: i, UUID: u, Name: "NVIDIA A100-SXM4-40GB", NUMANode: numa(i), MemoryTotalMiB: 40960, Minor: minorBase + i})
 	}
 	return h
+}
+
+// fourGPUs: indexes 0,1 on NUMA 0 and 2,3 on NUMA 1.
+func fourGPUs() *hw.Hardware {
+	return a100s([]string{"GPU-a0", "GPU-a1", "GPU-b2", "GPU-b3"}, func(i int) int { return i / 2 }, 10)
 }
 
 func TestInventory(t *testing.T) {

@@ -334,12 +334,18 @@ func TestRegisterDelay(t *testing.T) {
 	}
 }
 
-func TestStaleSocketAndLateKubelet(t *testing.T) {
+// simDirs makes a sim root holding hardwareJSON and an empty device-plugin dir under a temp dir.
+func simDirs(t *testing.T, hardwareJSON string) (root, dp string) {
 	base := t.TempDir()
-	root, dp := filepath.Join(base, "sim"), filepath.Join(base, "dp")
+	root, dp = filepath.Join(base, "sim"), filepath.Join(base, "dp")
 	os.MkdirAll(root, 0o755)
 	os.MkdirAll(dp, 0o755)
-	os.WriteFile(hw.HardwarePath(root), []byte(hardwareJSON(1)), 0o644)
+	os.WriteFile(hw.HardwarePath(root), []byte(hardwareJSON), 0o644)
+	return root, dp
+}
+
+func TestStaleSocketAndLateKubelet(t *testing.T) {
+	root, dp := simDirs(t, hardwareJSON(1))
 	os.WriteFile(filepath.Join(dp, "nvidia-gpu.sock"), nil, 0o644) // stale file in the way
 	cfg := config.Default()
 	cfg.DevicePluginPath = dp

@@ -20,10 +20,7 @@ import (
 // migHardware: GPU 0 (NUMA 0) with two 1g.5gb devices, GPU 1 (NUMA 1) with one 3g.20gb and one
 // 1g.5gb, GPU 2 (NUMA 1) without MIG.
 func migHardware() *hw.Hardware {
-	h := &hw.Hardware{DriverVersion: "550.54.15", CUDAVersion: "12.4"}
-	for i, u := range []string{"GPU-a0", "GPU-a1", "GPU-a2"} {
-		h.GPUs = append(h.GPUs, hw.GPU{Index: i, UUID: u, Name: "NVIDIA A100-SXM4-40GB", NUMANode: (i + 1) / 2, MemoryTotalMiB: 40960, Minor: i})
-	}
+	h := a100s([]string{"GPU-a0", "GPU-a1", "GPU-a2"}, func(i int) int { return (i + 1) / 2 }, 0)
 	h.GPUs[0].MIGDevices = []hw.MIGDevice{{Profile: "1g.5gb", UUID: "MIG-00", GI: 7, CI: 0}, {Profile: "1g.5gb", UUID: "MIG-01", GI: 8, CI: 0}}
 	h.GPUs[1].MIGDevices = []hw.MIGDevice{{Profile: "3g.20gb", UUID: "MIG-10", GI: 1, CI: 0}, {Profile: "1g.5gb", UUID: "MIG-11", GI: 9, CI: 0}}
 	return h
@@ -218,14 +215,10 @@ func TestPreferredReplicas(t *testing.T) {
 // TestRegistersEveryResource runs a MIG-mixed plugin against the fake kubelet: one socket and one
 // Register per resource, each serving its own devices.
 func TestRegistersEveryResource(t *testing.T) {
-	base := t.TempDir()
-	root, dp := filepath.Join(base, "sim"), filepath.Join(base, "dp")
-	os.MkdirAll(root, 0o755)
-	os.MkdirAll(dp, 0o755)
 	hwj := `{"driverVersion": "550.54.15", "cudaVersion": "12.4", "gpus": [
  {"index": 0, "uuid": "GPU-0", "name": "NVIDIA A100-SXM4-40GB", "numaNode": 1, "minor": 0, "migDevices": [{"profile": "1g.5gb", "uuid": "MIG-0", "gi": 7, "ci": 0}]},
  {"index": 1, "uuid": "GPU-1", "name": "NVIDIA A100-SXM4-40GB", "numaNode": 0, "minor": 1}]}`
-	os.WriteFile(hw.HardwarePath(root), []byte(hwj), 0o644)
+	root, dp := simDirs(t, hwj)
 	cfg := config.Default()
 	cfg.Flags.MigStrategy = "mixed"
 	cfg.DevicePluginPath = dp
