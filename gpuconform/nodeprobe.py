@@ -306,12 +306,16 @@ def _numa(text: str | None) -> int | None:
 
 def read_function(path: str) -> dict:
     """One PCI function's directory (/sys/bus/pci/devices/<address>, usually a symlink into /sys/devices) ->
-    its report entry. `virtfn`: an SR-IOV virtual function, which has a `physfn` link to its physical one."""
+    its report entry. `virtfn`: an SR-IOV virtual function, which has a `physfn` link to its physical one.
+    `driver`: the kernel driver bound to it (the `driver` link's target's name, as go-nvlib's getDriver reads it:
+    NVIDIA/go-nvlib pkg/nvpci/nvpci.go), None when none is bound."""
+    driver = os.path.join(path, "driver")
     return {"address": os.path.basename(path), "vendor": _hex(_read(os.path.join(path, "vendor")), 4),
             "device": _hex(_read(os.path.join(path, "device")), 4),
             "class": _hex(_read(os.path.join(path, "class")), 6),
             "numa": _numa(_read(os.path.join(path, "numa_node"))),
-            "virtfn": os.path.lexists(os.path.join(path, "physfn"))}
+            "virtfn": os.path.lexists(os.path.join(path, "physfn")),
+            "driver": os.path.basename(os.path.realpath(driver)) if os.path.lexists(driver) else None}
 
 
 def scan_pci(root: str, vendor: str) -> dict:

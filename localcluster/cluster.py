@@ -520,6 +520,7 @@ def write_hardware(numa: int = 0, profile: str | None = None, off_bus: tuple[int
 PCI_NVIDIA, PCI_INTEL = "0x10de", "0x8086"
 PCI_A100_SXM4_40GB = "0x20b0"  # GA100 [A100 SXM4 40GB] (pci.ids)
 PCI_CLASS_3D, PCI_CLASS_BRIDGE_OTHER, PCI_CLASS_ETHERNET = "0x030200", "0x068000", "0x020000"
+VM_GPU_BDF = "0000:87:00.0"  # an A100 bound to vfio-pci for VM passthrough
 PCI_ROOT = "pci0000:00"  # one host bridge holds every function (a real host has one per root complex)
 
 
@@ -531,12 +532,14 @@ def pci_bdf(bus_id: str) -> str:
 
 def write_pci_tree(sys_root: Path, gpus: list[dict], off_bus: tuple[int, ...] = ()) -> list[str]:
     """Writes the PCI functions of this host under `sys_root` as sysfs shows them and returns their BDFs: each
-    function a directory devices/<PCI_ROOT>/<bdf>/ with vendor, device, class and numa_node ("0x10de\\n"...),
-    listed in bus/pci/devices/<bdf> by a relative symlink, as in /sys. Besides the GPUs (minus `off_bus`), the
-    functions a real A100 HGX host has that are not GPUs: an NVSwitch (bridge class), an Intel NIC, and an SR-IOV
-    virtual function of GPU 0 (vGPU hosts; same vendor and class as a GPU, with physfn -> GPU 0 and GPU 0's
-    virtfn0 -> it). A100 has no HDMI audio function. The tree is rewritten from scratch; `sys_root` itself is kept,
-    so a hostPath mount of it sees the new tree."""
+    function a directory devices/<PCI_ROOT>/<bdf>/ with vendor, device, class and numa_node ("0x10de\\n"...) and
+    a `driver` link to bus/pci/drivers/<name> where one is bound, listed in bus/pci/devices/<bdf> by a relative
+    symlink, as in /sys. Besides the GPUs (minus `off_bus`, bound to nvidia), the functions a real A100 HGX host
+    has that are not GPUs for containers: an NVSwitch (bridge class), an Intel NIC, an SR-IOV virtual function of
+    GPU 0 (vGPU hosts; same vendor and class as a GPU, with physfn -> GPU 0 and GPU 0's virtfn0 -> it), and one
+    more A100 bound to vfio-pci, set aside for a VM as the GPU operator's vm-passthrough does (NVML, GFD and the
+    plugin do not see it). A100 has no HDMI audio function. The tree is rewritten from scratch; `sys_root` itself
+    is kept, so a hostPath mount of it sees the new tree."""
     sys_root.mkdir(parents=True, exist_ok=True)
     for child in sys_root.iterdir():
         if child.is_dir() and not child.is_symlink():
@@ -547,12 +550,14 @@ def write_pci_tree(sys_root: Path, gpus: list[dict], off_bus: tuple[int, ...] = 
     devices.mkdir(parents=True)
     listing.mkdir(parents=True)
 
-    def function(bdf: str, vendor: str, device: str, cls: str, numa: int, **extra: str) -> Path:
+    def function(bdf: str, vendor: str, device: str, cls: str, numa: int, driver: str | None = None) -> Path:
         d = devices / bdf
         d.mkdir()
-        for name, value in {"vendor": vendor, "device": device, "class": cls, "numa_node": str(numa),
-                            **extra}.items():
+        for name, value in {"vendor": vendor, "device": device, "class": cls, "numa_node": str(numa)}.items():
             (d / name).write_text(f"{value}\n")
+        if driver:
+            (sys_root / "bus" / "pci" / "drivers" / driver).mkdir(parents=True, exist_ok=True)
+            (d / "driver").symlink_to(Path("..", "..", "..", "bus", "pci", "drivers", driver))
         (listing / bdf).symlink_to(Path("..", "..", "..", "devices", PCI_ROOT, bdf))
         return d
 
@@ -561,7 +566,7 @@ def write_pci_tree(sys_root: Path, gpus: list[dict], off_bus: tuple[int, ...] = 
         if g["index"] in off_bus:
             continue
         bdf = pci_bdf(g["pciBusId"])
-        d = function(bdf, PCI_NVIDIA, PCI_A100_SXM4_40GB, PCI_CLASS_3D, g["numaNode"])
+        d = function(bdf, PCI_NVIDIA, PCI_A100_SXM4_40GB, PCI_CLASS_3D, g["numaNode"], "nvidia")
         bdfs.append(bdf)
         if g["index"] == 0:
             vf = f"{bdf[:-1]}4"  # A100's VFs follow the physical function on its bus: 07:00.4, 07:00.5, ...
@@ -571,9 +576,10 @@ def write_pci_tree(sys_root: Path, gpus: list[dict], off_bus: tuple[int, ...] = 
             (v / "physfn").symlink_to(Path("..", bdf))
             (d / "virtfn0").symlink_to(Path("..", vf))
             bdfs.append(vf)
-    function("0000:c1:00.0", PCI_NVIDIA, "0x1af1", PCI_CLASS_BRIDGE_OTHER, 0)  # NVSwitch (GA100 generation)
-    function("0000:41:00.0", PCI_INTEL, "0x1593", PCI_CLASS_ETHERNET, 0)  # Ethernet Controller E810-C
-    return bdfs + ["0000:c1:00.0", "0000:41:00.0"]
+    function(VM_GPU_BDF, PCI_NVIDIA, PCI_A100_SXM4_40GB, PCI_CLASS_3D, 1, "vfio-pci")  # a VM's GPU
+    function("0000:c1:00.0", PCI_NVIDIA, "0x1af1", PCI_CLASS_BRIDGE_OTHER, 0, "nvidia-nvswitch")  # NVSwitch (GA100)
+    function("0000:41:00.0", PCI_INTEL, "0x1593", PCI_CLASS_ETHERNET, 0, "ice")  # Ethernet Controller E810-C
+    return bdfs + [VM_GPU_BDF, "0000:c1:00.0", "0000:41:00.0"]
 
 
 def start_node(bins: Bins, ip: str, kubectl: Kubectl, policy: str = "single-numa-node") -> None:

@@ -25,6 +25,7 @@ from ..counts import Expectation, Finding, _count_label, qty
 from ..nodeprobe import gpu_functions
 
 REPLICA_SEP = "::"
+VFIO_DRIVERS = ("vfio-pci", "nvgrace_gpu_vfio_pci")  # what the GPU Operator binds passthrough GPUs to
 
 
 def probe_report(log: str) -> tuple[dict[str, Any] | None, list[Finding]]:
@@ -64,6 +65,13 @@ def gpu_id(device_id: str) -> str:
 
 # ------------------------------------------------------------------ hardware: PCI vs labels vs advertised
 
+def _for_containers(functions: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(the GPUs among the PCI functions that containers may get, those bound to a VFIO driver for VMs)."""
+    gpus = gpu_functions(functions)
+    return ([g for g in gpus if g.get("driver") not in VFIO_DRIVERS],
+            [g for g in gpus if g.get("driver") in VFIO_DRIVERS])
+
+
 def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict) -> tuple[list[Finding], dict]:
     """The vendor's GPU PCI functions (physical functions of class VGA or 3D controller: an independent count that
     GPU Feature Discovery and the plugin do not write) against the count label and what the node advertises.
@@ -74,7 +82,13 @@ def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict)
       GPU-F02-CAPACITY-ZERO for 0); where the labels agree with the PCI bus, the label-based count check has
       judged the advertised count against that very number, so this check confirms the labels and adds nothing;
     - MIG: the count label counts MIG devices under the single strategy, and MIG devices per GPU vary, so only
-      mixed nodes compare the label, and neither compares the advertised count.
+      mixed nodes compare the label, and neither compares the advertised count;
+    - GPUs bound to a VFIO driver are set aside for VMs (the GPU Operator's vm-passthrough workloads:
+      NVIDIA/gpu-operator cmd/nvidia-validator/main.go VfioPCI.runValidation, drivers vfio-pci and
+      nvgrace_gpu_vfio_pci): neither NVML, GFD nor the container plugin sees them, so they are not counted;
+    - no function of the vendor on the bus at all (not a GPU, not a bridge) is an integrated GPU (Jetson/Tegra: the
+      NVIDIA plugin's tegra device has no PCI address, NVIDIA/k8s-device-plugin internal/rm/tegra_devices.go) or
+      a sysfsPath that is not the host's: the count is not checked (ENV-NOT-CHECKED), never a hardware failure.
     Returns (findings, evidence)."""
     if exp.vendor not in vendors.PCI_VENDOR:
         return [Finding("ENV-NOT-CHECKED", f"{node}: vendor {exp.vendor}: its GPUs' PCI classes are not known to the "
@@ -82,7 +96,13 @@ def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict)
     pci, err = _part(report, "pci")
     if err:
         return [Finding("ENV-NOT-CHECKED", f"{node}: PCI hardware not read: {err}")], {}
-    gpus = gpu_functions(pci.get("functions", []))
+    functions = pci.get("functions", [])
+    if not functions:
+        return [Finding("ENV-NOT-CHECKED", f"{node}: no {exp.vendor} PCI function under {pci.get('root')}/bus/pci/"
+                                           "devices (an integrated GPU, such as Jetson's, is not a PCI function; or "
+                                           "nodeProbe.sysfsPath is not the host's sysfs): the PCI count is not "
+                                           "checked")], {}
+    gpus, vfio = _for_containers(functions)
     hw = len(gpus)
     labels = node_obj.get("metadata", {}).get("labels", {}) or {}
     label_n, label = _count_label(labels, exp.vendor)
@@ -90,8 +110,10 @@ def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict)
         label_n = None  # it counts MIG devices, not GPUs
     cap = qty((node_obj.get("status", {}).get("capacity") or {}).get(exp.resource))
     ev = {"pci GPUs": [f"{g['address']} {g['class']} NUMA {g.get('numa')}" for g in gpus],
-          "pci functions of the vendor": len(pci.get("functions", [])), "count label": f"{label}={label_n}",
+          "pci functions of the vendor": len(functions), "count label": f"{label}={label_n}",
           f"capacity {exp.resource}": cap, "replicas": exp.replicas, "mig": exp.mig_strategy}
+    if vfio:
+        ev["set aside for VMs (VFIO), not counted"] = [f"{g['address']} {g['driver']}" for g in vfio]
     out: list[Finding] = []
     if label_n is not None and label_n != hw:
         out.append(Finding("GPU-F04-LABEL-HARDWARE-MISMATCH",
@@ -114,7 +136,7 @@ def reported_numa_findings(node: str, exp: Expectation, report: dict) -> list[Fi
     alloc, aerr = _part(report, "allocatable")
     if perr or aerr:
         return []
-    hw = {g["numa"] for g in gpu_functions(pci.get("functions", [])) if g.get("numa") is not None}
+    hw = {g["numa"] for g in _for_containers(pci.get("functions", []))[0] if g.get("numa") is not None}
     devs = [d for r in exp.resources for d in _by_resource(alloc.get("devices", [])).get(r, [])]
     told = {n for d in devs for n in d.get("numa", [])}
     if not hw or not told or told <= hw:

@@ -281,9 +281,10 @@ def test_read_checkpoint_file_missing_garbage_and_good(tmp_path):
 # ------------------------------------------------------------------ the PCI tree
 
 def pci_function(sys_root: Path, address: str, vendor: str, device: str, cls: str, numa: str | None = "0",
-                 physfn: str | None = None, symlink: bool = True) -> Path:
+                 physfn: str | None = None, symlink: bool = True, driver: str | None = None) -> Path:
     """One function as sysfs shows it: /sys/devices/pci0000:00/<address> with attribute files, and
-    /sys/bus/pci/devices/<address> a symlink to it (or, with symlink=False, a plain directory)."""
+    /sys/bus/pci/devices/<address> a symlink to it (or, with symlink=False, a plain directory); `driver` binds
+    it: a `driver` link to /sys/bus/pci/drivers/<driver>."""
     devices = sys_root / "bus" / "pci" / "devices"
     devices.mkdir(parents=True, exist_ok=True)
     real = sys_root / "devices" / "pci0000:00" / address if symlink else devices / address
@@ -293,6 +294,10 @@ def pci_function(sys_root: Path, address: str, vendor: str, device: str, cls: st
             (real / name).write_text(value + "\n")
     if physfn:
         (real / "physfn").symlink_to(os.path.relpath(sys_root / "devices" / "pci0000:00" / physfn, real))
+    if driver:
+        drv = sys_root / "bus" / "pci" / "drivers" / driver
+        drv.mkdir(parents=True, exist_ok=True)
+        (real / "driver").symlink_to(os.path.relpath(drv, real))
     if symlink:
         (devices / address).symlink_to(os.path.relpath(real, devices))
     return real
@@ -301,9 +306,10 @@ def pci_function(sys_root: Path, address: str, vendor: str, device: str, cls: st
 @pytest.fixture
 def sysfs(tmp_path) -> Path:
     root = tmp_path / "sys"
-    pci_function(root, "0000:07:00.0", "0x10de", "0x20b0", "0x030200", numa="0")  # A100: 3D controller
+    pci_function(root, "0000:07:00.0", "0x10de", "0x20b0", "0x030200", numa="0", driver="nvidia")  # A100
     pci_function(root, "0000:07:00.1", "0x10de", "0x1aef", "0x040300", numa="0")  # the board's HDMI audio
-    pci_function(root, "0000:0a:00.0", "0x10de", "0x2204", "0x030000", numa="1")  # RTX 3090: VGA controller
+    pci_function(root, "0000:0a:00.0", "0x10de", "0x2204", "0x030000", numa="1",
+                 driver="vfio-pci")  # RTX 3090 (VGA controller) set aside for a VM
     pci_function(root, "0000:0b:00.0", "0x10de", "0x1af1", "0x068000", numa="-1")  # NVSwitch bridge
     pci_function(root, "0000:07:00.4", "0x10de", "0x20b0", "0x030200", numa="0", physfn="0000:07:00.0")  # SR-IOV VF
     pci_function(root, "0000:3b:00.0", "0x8086", "0x1572", "0x020000", numa="0")  # Intel X710 NIC
@@ -317,19 +323,19 @@ def test_scan_lists_the_vendors_functions_by_address(sysfs):
     assert part["error"] is None and part["root"] == str(sysfs)
     assert part["functions"] == [
         {"address": "0000:07:00.0", "vendor": "0x10de", "device": "0x20b0", "class": "0x030200", "numa": 0,
-         "virtfn": False},
+         "virtfn": False, "driver": "nvidia"},
         {"address": "0000:07:00.1", "vendor": "0x10de", "device": "0x1aef", "class": "0x040300", "numa": 0,
-         "virtfn": False},
+         "virtfn": False, "driver": None},
         {"address": "0000:07:00.4", "vendor": "0x10de", "device": "0x20b0", "class": "0x030200", "numa": 0,
-         "virtfn": True},
+         "virtfn": True, "driver": None},
         {"address": "0000:0a:00.0", "vendor": "0x10de", "device": "0x2204", "class": "0x030000", "numa": 1,
-         "virtfn": False},
+         "virtfn": False, "driver": "vfio-pci"},
         {"address": "0000:0b:00.0", "vendor": "0x10de", "device": "0x1af1", "class": "0x068000", "numa": None,
-         "virtfn": False},
+         "virtfn": False, "driver": None},
         {"address": "0000:c1:00.0", "vendor": "0x10de", "device": "0x2330", "class": "0x030200", "numa": None,
-         "virtfn": False},
+         "virtfn": False, "driver": None},
         {"address": "0000:d1:00.0", "vendor": "0x10de", "device": "0x2330", "class": "0x030200", "numa": None,
-         "virtfn": False},
+         "virtfn": False, "driver": None},
     ]
 
 

@@ -109,6 +109,32 @@ def test_mig_single_counts_mig_devices_in_its_label_so_only_mixed_compares_the_l
     assert codes(found) == ["GPU-F04-LABEL-HARDWARE-MISMATCH"]
 
 
+def test_gpus_bound_to_vfio_for_vms_are_not_counted_for_containers():
+    vfio = [{"address": f"0000:{0x47 + i:02x}:00.0", "vendor": "0x10de", "device": "0x20b0", "class": "0x030200",
+             "numa": 1, "virtfn": False, "driver": drv} for i, drv in enumerate(("vfio-pci", "nvgrace_gpu_vfio_pci"))]
+    r = report()
+    r["pci"]["functions"] += vfio
+    found, ev = verdicts.hardware_findings("gpu-a", PLAIN, node(), r)
+    assert found == [] and len(ev["pci GPUs"]) == 4
+    assert ev["set aside for VMs (VFIO), not counted"] == ["0000:47:00.0 vfio-pci", "0000:48:00.0 nvgrace_gpu_vfio_pci"]
+    # the plugin reporting NUMA 1, where only the VMs' GPUs sit, is still a misreport
+    r["allocatable"]["devices"][0]["numa"] = [1]
+    assert codes(verdicts.reported_numa_findings("gpu-a", PLAIN, r)) == ["GPU-NUMA-MISREPORTED"]
+
+
+def test_every_gpu_gone_while_the_vendors_bridges_remain_is_a_mismatch_not_a_skip():
+    found, _ = verdicts.hardware_findings("gpu-a", PLAIN, node(), report(n_pci=0))
+    assert codes(found)[0] == "GPU-F04-LABEL-HARDWARE-MISMATCH" and "shows 0 (none" in found[0].message
+
+
+def test_no_function_of_the_vendor_on_the_bus_is_not_checked_as_an_integrated_gpu_or_a_wrong_sysfs_path():
+    r = report()
+    r["pci"]["functions"] = []
+    found, _ = verdicts.hardware_findings("gpu-a", PLAIN, node(count_label="1", cap="1", alloc="1"), r)
+    assert codes(found) == ["ENV-NOT-CHECKED"]
+    assert "integrated GPU" in found[0].message and "nodeProbe.sysfsPath" in found[0].message
+
+
 def test_an_unread_pci_tree_or_another_vendor_is_not_checked():
     found, _ = verdicts.hardware_findings("gpu-a", PLAIN, node(), report(pci="no PCI tree at /host/sys/bus/pci/devices"))
     assert codes(found) == ["ENV-NOT-CHECKED"] and "no PCI tree" in found[0].message
