@@ -94,8 +94,10 @@ _R = [
            "injects other devices than it was asked for or the kubelet's state is stale; restart the plugin and "
            "inspect the kubelet checkpoint."),
     Reason("GPU-ISOLATION", "fail", "a pod sees GPUs it did not request",
-           "The runtime exposes GPUs to all containers (NVIDIA_VISIBLE_DEVICES=all in the image, privileged "
-           "pods, or accept-nvidia-visible-devices-envvar-when-unprivileged=true)."),
+           "The runtime exposes GPUs to containers that did not ask for them: NVIDIA_VISIBLE_DEVICES=all (set by "
+           "CUDA base images) is honoured in unprivileged containers while the NVIDIA container toolkit's "
+           "accept-nvidia-visible-devices-envvar-when-unprivileged is true (its default); set it to false and run "
+           "the plugin with deviceListStrategy volume-mounts or cdi-cri. Privileged pods see every GPU by design."),
     Reason("GPU-DOUBLE-ALLOCATION", "fail", "the same device was handed to two pods at once",
            "The plugin or kubelet checkpoint is inconsistent; restart the plugin and inspect the checkpoint."),
     Reason("ENV-API", "error", "Kubernetes API call failed (server unreachable, timed out, or an HTTP error)",
