@@ -195,6 +195,16 @@ INJECTION_WORDS = ("cdi", "nvidia-container", "error running hook", "prestart ho
 _NO_RUNTIME_CLASS = re.compile(r'RuntimeClass "[^"]*" not found')
 
 
+# The kubelet's event when the runtime cannot set up a pod's sandbox (kubernetes pkg/kubelet/events/event.go
+# FailedCreatePodSandBox: "Failed to create pod sandbox: <the CRI error>"). A RuntimeClass whose handler the node's
+# runtime lacks (the NVIDIA toolkit not installed or not configured there) says so: containerd 'no runtime for
+# "nvidia" is configured' (internal/cri/server, getRuntime / getSandboxRuntime), CRI-O 'failed to find runtime
+# handler nvidia from runtime list ...' (internal/config, ValidateRuntimeHandler). The pod stays ContainerCreating
+# with no word in its status, so only the events tell.
+SANDBOX_FAILED = "FailedCreatePodSandBox"
+_NO_HANDLER = re.compile(r'no runtime for "[^"]*" is configured|runtime handler', re.I)
+
+
 def injection_failure(text: str) -> bool:
     """Whether a runtime's error message is about injecting devices (CDI, the NVIDIA hook or runtime)."""
     low = text.lower()
@@ -232,9 +242,13 @@ def classify(pod: dict, events: list[dict], free_on_node: int | None = None) -> 
                 text = text or ""
                 code = "GPU-F12-INJECTION-FAILED" if injection_failure(text) else "ENV-API"
                 return PodProblem(code, f"pod {name} on {node}: container {cs.get('name')} {why}: {text[:500]}")
+    sandbox = [e for e in events if e.get("reason") == SANDBOX_FAILED and _NO_HANDLER.search(_note(e))]
+    if st.get("phase") == "Pending" and sandbox:
+        return PodProblem("GPU-F12-INJECTION-FAILED", f"pod {name} on {node}: the runtime has no handler for its "
+                          f"RuntimeClass {pod.get('spec', {}).get('runtimeClassName')!r}: {_note(sandbox[-1])[:500]}")
     if st.get("phase") == "Pending":
         sched = [e for e in events if e.get("reason") == "FailedScheduling"]
-        text = (sched[-1].get("message") or sched[-1].get("note") or "") if sched else ""
+        text = _note(sched[-1]) if sched else ""
         for c in st.get("conditions", []) or []:
             if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message"):
                 text = c["message"]
@@ -257,6 +271,11 @@ def classify(pod: dict, events: list[dict], free_on_node: int | None = None) -> 
     return None
 
 
+def _note(event: dict) -> str:
+    """An event's text: core/v1 `message`, events.k8s.io/v1 `note`."""
+    return event.get("message") or event.get("note") or ""
+
+
 def needs_events(pod: dict) -> bool:
     """Whether `classify` needs the pod's events: it is unscheduled and its PodScheduled condition says no why."""
     st = pod.get("status", {})
@@ -264,6 +283,16 @@ def needs_events(pod: dict) -> bool:
         return False
     cond = next((c for c in st.get("conditions", []) or [] if c.get("type") == "PodScheduled"), None)
     return cond is not None and cond.get("status") == "False" and not cond.get("message")
+
+
+def creating(pod: dict) -> bool:
+    """Whether a pod is scheduled but none of its containers has been created yet (sandbox set-up: its status
+    says nothing about why it takes long; the kubelet's FailedCreatePodSandBox events do)."""
+    st = pod.get("status", {})
+    if st.get("phase") != "Pending" or not pod.get("spec", {}).get("nodeName"):
+        return False
+    return all(((cs.get("state") or {}).get("waiting") or {}).get("reason") == "ContainerCreating"
+               for cs in st.get("containerStatuses", []) or [])
 
 
 def exit_code(pod: dict) -> int | None:

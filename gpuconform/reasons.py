@@ -64,8 +64,9 @@ _R = [
            "deviceListStrategy mismatch). Restart the plugin and check the container runtime's NVIDIA hook/CDI."),
     Reason("GPU-F12-INJECTION-FAILED", "fail", "the container runtime could not inject the allocated devices",
            "The runtime's message says which part: a CDI device it cannot resolve (regenerate the CDI spec: "
-           "nvidia-ctk cdi generate), the NVIDIA runtime or hook missing on the node, or a RuntimeClass the "
-           "cluster lacks (runtimeClassName in the config; the GPU operator creates `nvidia`)."),
+           "nvidia-ctk cdi generate), the NVIDIA runtime or hook missing on the node, a RuntimeClass the "
+           "cluster lacks (runtimeClassName in the config; the GPU operator creates `nvidia`), or a RuntimeClass "
+           "handler the node's runtime lacks (nvidia-ctk runtime configure, then restart the runtime)."),
     Reason("GPU-F12-ACCESS-LOST", "fail", "a pod lost access to its GPU while it ran",
            "Containers lose their device access when the runtime's device cgroup rules are reset, typically by "
            "`systemctl daemon-reload` on nodes where systemd manages the containers' cgroups (NVIDIA container "

@@ -19,6 +19,11 @@ from __future__ import annotations
 #: before it is a verdict: the scheduler and the kubelet retry, and a transient condition must not fail a check.
 PENDING_GRACE_S = 8.0
 
+#: A scheduled pod whose containers are still not created after this long has its events read (the kubelet's
+#: FailedCreatePodSandBox says why, e.g. no runtime handler for its RuntimeClass), then at most this often while it
+#: stays so. Pods that start quickly cost no event reads.
+SANDBOX_EVENTS_EVERY_S = 5.0
+
 #: A wait (or the scheduler's wait for a running check) prints a live line after this much waiting, then again
 #: every as long. Quick pods print nothing, so CI logs stay quiet.
 PROGRESS_EVERY_S = 15.0

@@ -437,10 +437,11 @@ def runc_binary() -> str:
     return f'BinaryName = "{HERE / "runc-oom-clamp.sh"}"  # host denies negative oom_score_adj'
 
 
-def runtime_class() -> dict:
+def runtime_class(handler: str = NVIDIA_RUNTIME) -> dict:
     """The RuntimeClass the GPU operator creates (NVIDIA/gpu-operator assets/pre-requisites/0200_runtime_class.yaml,
-    name and handler set by controllers/object_controls.go transformRuntimeClass to DefaultRuntimeClass "nvidia")."""
-    return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "handler": NVIDIA_RUNTIME,
+    name and handler set by controllers/object_controls.go transformRuntimeClass to DefaultRuntimeClass "nvidia");
+    fault runtime-handler-missing names another handler."""
+    return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "handler": handler,
             "metadata": {"name": NVIDIA_RUNTIME, "labels": {"app.kubernetes.io/component": "gpu-operator"}}}
 
 
@@ -841,7 +842,7 @@ def up() -> None:
 
     fault = faults.FAULTS.get(read_state().get("fault") or "")
     if not (fault and fault.delete_runtime_class):  # a bed restarted under runtime-class-missing keeps it missing
-        kubectl.apply(runtime_class())
+        kubectl.apply(runtime_class(fault.runtime_handler if fault and fault.runtime_handler else NVIDIA_RUNTIME))
     import shapes
 
     if not read_state().get("profile"):  # a fresh bed starts in the shape the environment asks for

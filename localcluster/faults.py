@@ -40,6 +40,7 @@ class Fault:
     off_bus: tuple = ()  # rewrite the simulated hardware: these GPU indexes are missing from its PCI tree (sysfs) only
     runtime: dict = field(default_factory=dict)  # <GPU_SIM>/runtime.json for the nvidia runtime (runtime_sim.py)
     delete_runtime_class: bool = False  # delete the RuntimeClass nvidia (cluster.runtime_class)
+    runtime_handler: str = ""  # recreate the RuntimeClass nvidia with this handler, which containerd lacks
     # node (capacity, allocatable) to wait for before the fault counts as applied; None = healthy counts,
     # () = don't wait (the fault itself makes the counts unpredictable, e.g. a crash-looping plugin)
     counts: tuple | None = None
@@ -115,6 +116,10 @@ FAULTS: dict[str, Fault] = {
                           "GPU request", runtime={"acceptEnvvarUnprivileged": True}),
     "runtime-class-missing": Fault("F12", "the RuntimeClass nvidia is deleted: the API server rejects pods that name "
                                    "it (403, RuntimeClass \"nvidia\" not found)", delete_runtime_class=True),
+    "runtime-handler-missing": Fault("F12", "the RuntimeClass nvidia names handler nvidia-cdi, which this node's "
+                                     "containerd lacks (the toolkit did not configure it): pods naming the class are "
+                                     "created, and their sandboxes fail ('no runtime for \"nvidia-cdi\" is "
+                                     "configured')", runtime_handler="nvidia-cdi"),
     "double-assigned": Fault("isolation", "the kubelet's own record (PodResources List) assigns one GPU to two "
                              "running containers: a stale device checkpoint loaded at a kubelet restart gave "
                              f"{sharedfault.NS}/tenant-b the GPU of tenant-a", double_assign=True),
@@ -244,6 +249,8 @@ def clear(quiet: bool = False) -> int:
     if prev and (prev.hardware_numa is not None or prev.off_bus):
         c.write_hardware()
     (c.GPU_SIM / "runtime.json").unlink(missing_ok=True)  # the nvidia runtime's healthy defaults
+    if prev and prev.runtime_handler:  # a RuntimeClass's handler cannot be changed: recreate it
+        kubectl("delete", "runtimeclass", c.NVIDIA_RUNTIME, "--ignore-not-found", "--wait=true")
     kubectl.apply(c.runtime_class())  # idempotent; recreates it after runtime-class-missing
     if prev and prev.hog_gpus:
         kubectl("delete", "namespace", HOG_NS, "--wait=true", "--timeout=60s", check=False)
@@ -288,8 +295,10 @@ def apply(name: str) -> int:
         c.write_hardware(numa=f.hardware_numa or 0, off_bus=f.off_bus)
     if f.runtime:  # read by the runtime at each container create: no restart needed
         (c.GPU_SIM / "runtime.json").write_text(json.dumps(f.runtime) + "\n")
-    if f.delete_runtime_class:
+    if f.delete_runtime_class or f.runtime_handler:
         kubectl("delete", "runtimeclass", c.NVIDIA_RUNTIME, "--ignore-not-found", "--wait=true")
+    if f.runtime_handler:
+        kubectl.apply(c.runtime_class(f.runtime_handler))
     if f.operator_failing:
         c.deploy_operator(kubectl, failing=f.operator_failing)
     if f.hog_gpus:

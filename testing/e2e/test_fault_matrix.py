@@ -97,6 +97,10 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
     "runtime-class-missing": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F12-INJECTION-FAILED",
                                "test_pods_see_exactly_the_gpus_they_request": "GPU-F12-INJECTION-FAILED"},
                               {"GPU-F12-INJECTION-FAILED"}),
+    # every pod naming the class is created, and its sandbox fails on the node (the kubelet's events say why)
+    "runtime-handler-missing": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F12-INJECTION-FAILED",
+                                 "test_pods_see_exactly_the_gpus_they_request": "GPU-F12-INJECTION-FAILED"},
+                                {"GPU-F12-INJECTION-FAILED"}),
     # two tenant pods hold GPUs (others' pods: the all-GPU checks run on what is left)
     "double-assigned": ({"test_kubelet_assigned_devices_match_what_the_pod_sees": "GPU-DOUBLE-ALLOCATION"},
                         {BUSY, "GPU-F06-FRAGMENTED"}),

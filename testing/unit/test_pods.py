@@ -108,6 +108,38 @@ def test_a_pod_refused_for_a_missing_runtime_class_is_an_injection_failure():
     assert pods.creation_refused("p", "n1", 'pods "p" is forbidden: violates PodSecurity "restricted"') is None
 
 
+CREATING = [{"name": "probe", "state": {"waiting": {"reason": "ContainerCreating"}}}]
+SCHEDULED = [{"type": "PodScheduled", "status": "True"}]
+
+
+def sandbox_event(message: str) -> dict:
+    return {"reason": "FailedCreatePodSandBox", "type": "Warning", "message": f"Failed to create pod sandbox: {message}"}
+
+
+# The runtimes' words for a RuntimeClass handler they do not have (containerd, CRI-O), in the kubelet's event.
+@pytest.mark.parametrize("message", [
+    'rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for "nvidia" is configured',
+    "rpc error: code = Unknown desc = failed to find runtime handler nvidia from runtime list map[crun:0xc0 runc:0xc0]",
+])
+def test_a_runtime_without_the_runtime_class_handler_is_an_injection_failure(message):
+    p = recorded(conditions=SCHEDULED, container_statuses=CREATING)
+    p["spec"].update({"nodeName": "gpu-a", "runtimeClassName": "nvidia"})
+    assert pods.creating(p) and not pods.needs_events(p)
+    prob = pods.classify(p, [sandbox_event(message)])
+    assert prob.code == "GPU-F12-INJECTION-FAILED" and message in prob.message and "'nvidia'" in prob.message
+
+
+def test_other_sandbox_failures_and_started_pods_are_left_to_the_wait():
+    p = recorded(conditions=SCHEDULED, container_statuses=CREATING)
+    p["spec"]["nodeName"] = "gpu-a"
+    cni = sandbox_event('plugin type="bridge" failed (add): failed to allocate for range 0: no IP addresses available')
+    assert pods.classify(p, [cni]) is None
+    assert pods.creating(recorded(conditions=SCHEDULED)) is False  # not bound to a node yet
+    running = recorded(phase="Running", container_statuses=[{"name": "probe", "state": {"running": {}}}])
+    running["spec"]["nodeName"] = "gpu-a"
+    assert not pods.creating(running)
+
+
 def test_runtime_class_and_env_go_on_workload_pods_but_not_on_host_readers():
     c = cfg(runtimeClassName="nvidia")
     m = pods.probe_pod("iso", "ns", "r1", "isolation", "n1", c, 0, env={"NVIDIA_VISIBLE_DEVICES": "all"})
