@@ -216,12 +216,18 @@ def holders(report: dict) -> dict[tuple[str, str], list[str]]:
     return out
 
 
-def double_assignment_findings(node: str, report: dict) -> list[Finding]:
-    """No device ID is assigned to two containers at once, across every pod on the node (the kubelet's record)."""
+def double_assignment_findings(node: str, report: dict, active: set[str] | None = None) -> list[Finding]:
+    """No device ID is assigned to two containers at once, across every pod on the node (the kubelet's record).
+
+    Before Kubernetes 1.34, List also reports pods in a terminal phase (kubernetes/kubernetes#119423; 1.34's
+    KubeletPodResourcesListUseActivePods, #132028, leaves them out), whose devices the kubelet may already have
+    given to a new pod. `active` ("namespace/name" of the node's non-terminal pods, from the API server) keeps
+    such a finished pod from counting as a second holder; None counts every pod List shows."""
     pr, err = _part(report, "podResources")
     if err:
         return [Finding("ENV-NOT-CHECKED", f"{node}: the kubelet's PodResources List was not read: {err}")]
-    twice = {k: v for k, v in holders(report).items() if len(v) > 1}
+    live = {k: [w for w in v if active is None or w.rsplit("/", 1)[0] in active] for k, v in holders(report).items()}
+    twice = {k: v for k, v in live.items() if len(v) > 1}
     if not twice:
         return []
     return [Finding("GPU-DOUBLE-ALLOCATION", f"{node}: the kubelet assigned " + "; ".join(

@@ -207,6 +207,14 @@ def test_a_device_assigned_to_two_containers_of_any_pods_is_a_double_allocation(
     assert "team-a/train/main" in found[0].message and "gpuconform-r1/record-gpu-a/probe" in found[0].message
 
 
+def test_a_finished_pod_that_a_kubelet_before_1_34_still_lists_is_not_a_second_holder():
+    pods = [holder("team-a", "job-x", [UUIDS[0]], ctr="main"), holder("gpuconform-r1", "record-gpu-a", [UUIDS[0]])]
+    assert verdicts.double_assignment_findings("gpu-a", report(pods=pods), active={"gpuconform-r1/record-gpu-a"}) == []
+    both = {"gpuconform-r1/record-gpu-a", "team-a/job-x"}
+    assert codes(verdicts.double_assignment_findings("gpu-a", report(pods=pods), active=both)) == \
+        ["GPU-DOUBLE-ALLOCATION"]
+
+
 def test_distinct_replicas_of_one_gpu_are_not_a_double_allocation():
     pods = [holder("a", "p1", [UUIDS[0] + "::0"]), holder("b", "p2", [UUIDS[0] + "::1"])]
     assert verdicts.double_assignment_findings("gpu-a", report(pods=pods)) == []
