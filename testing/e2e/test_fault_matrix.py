@@ -142,6 +142,7 @@ def assert_nothing_left_behind() -> None:
 
 
 _matrix_rows: list[str] = []
+FAULT_W = max(map(len, MATRIX))  # the fault column fits the longest name
 
 
 @pytest.mark.faults
@@ -159,7 +160,7 @@ def test_fault_is_detected_by_its_check_with_its_reason_code(fault, tmp_path):
         r = by_check.get(check)
         got = r and r["reason"]
         detected = (got == code and r["outcome"] != "passed") if code else bool(r) and r["outcome"] == "passed"
-        _matrix_rows.append(f"{fault:22} {check:64} {code or 'passes':32} "
+        _matrix_rows.append(f"{fault:{FAULT_W}} {check:64} {code or 'passes':32} "
                             f"{('detected' if code else 'passed') if detected else 'MISSED: ' + str(got)}")
         if not detected:
             problems.append(f"{check}: expected {code}, got {r['outcome'] if r else 'not run'} {got} "
@@ -175,7 +176,6 @@ def test_fault_is_detected_by_its_check_with_its_reason_code(fault, tmp_path):
 
 def teardown_module(module):
     if _matrix_rows:
-        text = "fault                  check                                                            " \
-               "reason code                      result\n" + "\n".join(_matrix_rows) + "\n"
+        text = f"{'fault':{FAULT_W}} {'check':64} {'reason code':32} result\n" + "\n".join(_matrix_rows) + "\n"
         MATRIX_OUT.parent.mkdir(exist_ok=True)
         MATRIX_OUT.write_text(text)  # conftest.py prints it in the terminal summary
