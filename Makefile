@@ -77,7 +77,8 @@ bench: cluster-up
 	$(PY) testing/bench.py
 
 # The same at scale: N kwok GPU nodes (default 1000) over the three kwok pools, the node-level checks
-# (-k "(advertised or capacity) and not pci_hardware": the API-only ones) on all of them, figures printed; the nodes are removed afterwards, also on Ctrl-C.
+# (-k "(advertised or capacity) and not pci_hardware": the API-only ones) on all of them, figures printed; the
+# nodes are removed afterwards, also on Ctrl-C.
 N ?= 1000
 bench-scale: cluster-up
 	$(PY) testing/bench.py --scale $(N)

@@ -26,6 +26,7 @@ class Found:
 
 NOT_FOUND = Found([], "", "")  # a node where no plugin pod was found (or none was looked for)
 
+
 def _owner(pod: dict) -> dict:
     """The pod's first owner reference ({} when it has none)."""
     return (pod.get("metadata", {}).get("ownerReferences") or [{}])[0]

@@ -842,7 +842,7 @@ def up() -> None:
 
     fault = faults.FAULTS.get(read_state().get("fault") or "")
     if not (fault and fault.delete_runtime_class):  # a bed restarted under runtime-class-missing keeps it missing
-        kubectl.apply(runtime_class(fault.runtime_handler if fault and fault.runtime_handler else NVIDIA_RUNTIME))
+        kubectl.apply(runtime_class((fault and fault.runtime_handler) or NVIDIA_RUNTIME))
     import shapes
 
     if not read_state().get("profile"):  # a fresh bed starts in the shape the environment asks for

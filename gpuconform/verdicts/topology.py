@@ -75,6 +75,6 @@ def admission_errors_delta(before: list | None, after: list | None) -> dict:
     if a is None:
         return {"topology manager admission errors during the run": "not read (nodes/proxy not granted, or the "
                                                                      "kubelet does not export it)"}
-    delta = a - b if b is not None and a >= b else a
-    return {"topology manager admission errors during the run": int(delta),
-            "counted since": "the run started" if b is not None and a >= b else "the kubelet (re)started"}
+    since_start = b is not None and a >= b  # else the kubelet restarted during the run and reset the counter
+    return {"topology manager admission errors during the run": int(a - b if since_start else a),
+            "counted since": "the run started" if since_start else "the kubelet (re)started"}

@@ -257,24 +257,20 @@ def bundle(tmp_path: Path, s: dict, mode: int = 0o600) -> Path:
     return b
 
 
-def test_process_bundle_rewrites_the_spec_keeping_its_mode(sim, tmp_path):
+@pytest.mark.parametrize("create", [True, False])
+def test_process_bundle_rewrites_the_spec_keeping_its_mode_and_injects_only_at_create(sim, tmp_path, create):
     accept(sim)
     (sim / "oom-clamp").write_text("x\n")
     b = bundle(tmp_path, spec([NODE_ENV], oom=-997))
-    rs.process_bundle(str(b), str(sim), create=True)
+    rs.process_bundle(str(b), str(sim), create=create)
     out = json.loads((b / "config.json").read_text())
-    assert out["process"]["oomScoreAdj"] == 0 and len(paths(out)[0]) == GPUS
+    assert out["process"]["oomScoreAdj"] == 0  # clamped either way
+    if create:
+        assert len(paths(out)[0]) == GPUS
+    else:
+        assert paths(out) == ([], [])
     assert stat.S_IMODE((b / "config.json").stat().st_mode) == 0o600
     assert [p.name for p in b.iterdir()] == ["config.json"]  # no temporary file left
-
-
-def test_process_bundle_only_clamps_outside_create(sim, tmp_path):
-    accept(sim)
-    (sim / "oom-clamp").write_text("x\n")
-    b = bundle(tmp_path, spec([NODE_ENV], oom=-997))
-    rs.process_bundle(str(b), str(sim), create=False)
-    out = json.loads((b / "config.json").read_text())
-    assert out["process"]["oomScoreAdj"] == 0 and paths(out) == ([], [])
 
 
 @pytest.mark.parametrize("runtime_json", ["{broken", '{"acceptEnvvarUnprivileged": 1}'])
