@@ -352,10 +352,15 @@ FIELDS: tuple[Field, ...] = (
           "the extended resource the device plugin advertises and the test pods request (a node's sharing or MIG "
           "shape may turn it into `<resource>.shared` or `<domain>/mig-<profile>`)"),
     Field("nodes.selector", SELECTOR, "",
-          "label selector for GPU nodes (plus nodes advertising a GPU resource); empty = any of the vendor's GPU "
-          "node labels (nvidia: nvidia.com/gpu.present=true or NFD's feature.node.kubernetes.io/pci-10de.present="
-          "true)"),
-    Field("nodes.exclude", SELECTOR, "", 'label selector of nodes to leave alone, e.g. "type=kwok"'),
+          "label selector of the nodes to certify; it selects, as everywhere in Kubernetes: a node advertising GPUs "
+          "outside it is left out (e.g. \"pool=canary\" certifies the canary pool only). Empty = every node with one "
+          "of the vendor's GPU node labels (nvidia: nvidia.com/gpu.present=true or NFD's "
+          "feature.node.kubernetes.io/pci-10de.present=true) or one of its GPU resources in capacity. Either way a "
+          "node that runs no container device plugin by design (GPU operator vm-passthrough or vm-vgpu, "
+          "nvidia.com/gpu.deploy.device-plugin=false, a DRA driver) is left out as not applicable; the report "
+          "header and the summary's left_out_nodes list every GPU-looking node left out and why"),
+    Field("nodes.exclude", SELECTOR, "", 'label selector of nodes to leave alone, e.g. "type=kwok"; applied after '
+          "nodes.selector"),
     Field("nodes.expectedGpus", AutoOr(kinds=(Int(min=0), MapOf(entry="pool")),
                                        name="`auto` or integer or mapping",
                                        rule="must be auto, a non-negative integer or a pool mapping"), "auto",
@@ -373,7 +378,9 @@ FIELDS: tuple[Field, ...] = (
           "the node has"),
 
     Field("mig.strategy", Enum(choices=("auto", "none", "single", "mixed")), "auto",
-          "the plugin's MIG strategy: auto (GFD mig.strategy) | none | single | mixed"),
+          "the plugin's MIG strategy: auto (each node's own labels: MIG single where GFD's gpu.product names a MIG "
+          "profile, mixed where it has mig-<profile>.count labels; the mig.strategy label alone, written on every "
+          "GPU node, never makes a node MIG) | none | single | mixed"),
     Field("mig.profiles", MapOf(entry="profile", rule="must be a mapping of MIG profile to count"), {},
           'mixed: expected devices per profile and node, e.g. {"mig-1g.10gb": 7}; empty = from the GFD '
           "mig-<profile>.count labels"),
@@ -410,8 +417,14 @@ FIELDS: tuple[Field, ...] = (
           "imagePullSecrets of the test pods, by name (redacted in the reports)"),
     Field("runtimeClassName", Str(rule="must be empty or a RuntimeClass name (lower-case DNS subdomain)",
                                   test=lambda v: len(v) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(v))), "",
-          "the RuntimeClass every workload and probe pod names (e.g. nvidia, which the GPU operator creates); "
-          "empty = the node's default runtime. The privileged node probe never names one"),
+          "the RuntimeClass every workload and probe pod names; empty = the node's default runtime. Name what the "
+          "cluster's GPU workloads use: GPU operator v25.10.0 and later (CDI on by default, `nvidia` kept for the "
+          "operator's own pods), the operator's NRI plugin (`cdi.nriPluginEnabled`, no RuntimeClass) and a "
+          "standalone plugin with the NVIDIA toolkit as the node's default runtime: empty; GPU operator before "
+          "v25.10.0 or with `cdi.enabled: false`: `nvidia` (its `operator.runtimeClass`). An NVIDIA runtime class on "
+          "a CDI install honours the pods' NVIDIA_VISIBLE_DEVICES=all: GPU-ISOLATION, explained as this setting "
+          "(NVIDIA/gpu-operator controllers/object_controls.go, deployments/gpu-operator/values.yaml; "
+          "docs/vendors.md). The privileged node probe never names one"),
     Field("tolerations", ListOf(item=lambda t: isinstance(t, dict), name="list of tolerations",
                                 rule="must be a list of Kubernetes tolerations"), _TOLERATIONS,
           "tolerations put on every test pod, so it can run on tainted GPU nodes"),

@@ -39,6 +39,9 @@ class Expectation:
     vendor: str = "nvidia"
     whole_gpus_too: bool = False  # MIG mixed: the node also advertises GPUs not in MIG mode as `resource`
     mig_replicas: dict[str, int] = field(default_factory=dict)  # MIG resource -> time-slicing replicas (if > 1)
+    # where each number came from, for the report: "resource", "physical", "replicas", "mig" -> the label, config
+    # key or object that said so (the node's own objects decide; a cluster-wide label is evidence only)
+    basis: dict[str, str] = field(default_factory=dict)
 
     @property
     def advertised(self) -> int | None:
@@ -71,7 +74,8 @@ class Expectation:
     def per_device(self) -> int:
         """How many pods may hold one physical device (or MIG device) of the workload resource at once."""
         if self.unit == "mig":
-            return self.mig_replicas.get(self.workload_resource, 1)
+            # mixed: per profile; single: the MIG devices are nvidia.com/gpu, replicated like whole GPUs
+            return self.mig_replicas.get(self.workload_resource, self.replicas if self.mig_strategy == "single" else 1)
         return self.replicas if self.unit == "replica" else 1
 
     def sockets(self, override: str = "") -> list[str]:
@@ -101,18 +105,21 @@ def _count_label(labels: dict[str, str], vendor: str) -> tuple[int | None, str]:
     summed (ROCm/k8s-device-plugin cmd/k8s-node-labeller/main.go)."""
     if vendor == vendors.INTEL:
         n = qty(labels.get("gpu.intel.com/device.count"))
-        if n is not None:
+        # device.count comes from the Max/Flex rules only and counts only those cards; the generic rules count every
+        # Intel GPU of class 0300 / 0380 (one .count label per class, on its first device ID): the sum covers an
+        # integrated GPU beside a Flex card too (platform-labeling-rules.yaml, intel.gpu.generic.count.300/380)
+        generic = sum(c for c, _ in _intel_classes(labels).values() if c is not None) or None
+        if n is not None and (generic is None or generic <= n):
             return n, "NFD label gpu.intel.com/device.count"
-        # device.count comes from the Max/Flex rules only; the generic rule counts per PCI class and device ID
-        ids = [qty(v) for k, v in labels.items() if k.startswith("gpu.intel.com/device-id.") and k.endswith(".count")]
-        vals = [v for v in ids if v is not None]
-        return (sum(vals) if vals else None), "NFD labels gpu.intel.com/device-id.<class>-<device>.count"
+        return generic, "NFD labels gpu.intel.com/device-id.<class>-<device>.count"
     if vendor == vendors.AMD:
         ids = {k: qty(v) for k, v in labels.items() if k.startswith(("beta.amd.com/gpu.device-id.",
                                                                        "amd.com/gpu.device-id."))}
         vals = [v for v in ids.values() if v is not None]
         if not vals:
-            return None, "AMD node labeller label beta.amd.com/gpu.device-id.<id>"
+            # the labeller writes them only with its -device-id flag (ROCm/k8s-device-plugin cmd/k8s-node-labeller
+            # main.go; the chart's labeller is off by default; the GPU operator's passes -device-id)
+            return None, "AMD node labeller label beta.amd.com/gpu.device-id.<id> (written only with -device-id)"
         # The labeller publishes the same counts under the beta. and the GA prefix: count one of them.
         beta = [v for k, v in ids.items() if k.startswith("beta.") and v is not None]
         return sum(beta or vals), "AMD node labeller labels (beta.)amd.com/gpu.device-id.<id>"
@@ -123,16 +130,125 @@ def shared_dev_num(plugin_pods: list[dict]) -> int | None:
     """Intel's -shared-dev-num=N from the plugin pods' args: each GPU is advertised N times (the operator passes
     the GpuDevicePlugin's sharedDevNum as this flag; intel-device-plugins-for-kubernetes cmd/gpu_plugin/
     gpu_plugin.go and pkg/controllers/gpu/controller.go)."""
+    n = plugin_arg(plugin_pods, "shared-dev-num")
+    return qty(n) or None
+
+
+def plugin_arg(plugin_pods: list[dict], name: str) -> str | None:
+    """The value of the plugin's flag -name / --name (as `-name=v` or `-name v`, also inside a `sh -c` string)."""
     for p in plugin_pods:
         for c in p.get("spec", {}).get("containers") or []:
-            argv = [*(c.get("command") or []), *(c.get("args") or [])]
+            argv = [w for a in [*(c.get("command") or []), *(c.get("args") or [])] for w in str(a).split()]
             for i, a in enumerate(argv):
                 flag, eq, val = a.lstrip("-").partition("=")
-                if flag == "shared-dev-num":
+                if a.startswith("-") and flag == name:
                     val = val if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-                    if qty(val):
-                        return qty(val)
+                    if val:
+                        return val
     return None
+
+
+def _intel_classes(labels: dict[str, str]) -> dict[str, tuple[int | None, list[str]]]:
+    """PCI class -> (Intel GPUs of that class, the device IDs present) from NFD's generic rules: a
+    gpu.intel.com/device-id.<class>-<device>.present label per device ID and one .count label per class, on its
+    first device (intel-device-plugins-for-kubernetes@94a91bc deployments/nfd/overlays/node-feature-rules/
+    platform-labeling-rules.yaml)."""
+    out: dict[str, tuple[int | None, list[str]]] = {}
+    for k, v in sorted(labels.items()):
+        m = re.match(r"^gpu\.intel\.com/device-id\.([0-9a-f]{4})-([0-9a-f]{4})\.(count|present)$", k)
+        if m:
+            n, ids = out.get(m.group(1), (None, []))
+            ids = ids if m.group(2) in ids else [*ids, m.group(2)]
+            out[m.group(1)] = ((qty(v) if m.group(3) == "count" else n), ids)
+    return out
+
+
+def intel_cards(node: dict, resource: str, replicas: int, physical: int, source: str, plugin_pods: list[dict],
+                from_labels: bool) -> tuple[int, str]:
+    """The cards the Intel plugin should advertise as `resource` on this node, from the label count `physical`,
+    narrowed by what the labels cannot tell apart; the source says how. Where only bounds are known, a node whose
+    advertised cards lie within them gets those as its count (the source says the count is bounded, not exact).
+
+    - -allow-ids / -deny-ids drop cards by PCI device ID (cmd/gpu_plugin/gpu_plugin.go filterOutInvalidCards);
+      the labels count per PCI class, so a class with several device IDs is only bounded.
+    - A PF with SR-IOV VFs is skipped and its VFs advertised (gpu_plugin.go scan, isPfWithVfs;
+      cmd/internal/pluginutils/sriov.go): with NFD's pci-<class>_8086.sriov.capable label, P PFs with VFs among N
+      counted functions leave N - P cards, at least half of N.
+    - Cards on the other driver (i915 beside xe) are advertised under the other resource: the labels do not say
+      which card has which driver, so both resources together are judged against the count."""
+    labels = node.get("metadata", {}).get("labels", {}) or {}
+    capacity = node.get("status", {}).get("capacity", {}) or {}
+    lo = hi = physical
+    notes: list[str] = []
+    flt = next(((f, v) for f in ("allow-ids", "deny-ids") if (v := plugin_arg(plugin_pods, f))), None)
+    classes = _intel_classes(labels)
+    if flt and from_labels and classes:
+        want = {i.strip().lower().removeprefix("0x") for i in flt[1].split(",") if i.strip()}
+        lo = hi = 0
+        for n, ids in classes.values():
+            keep = [i for i in ids if (i in want) == (flt[0] == "allow-ids")]
+            n = n if n is not None else len(ids)
+            if keep:
+                lo, hi = lo + (n if len(keep) == len(ids) else len(keep)), hi + n - (len(ids) - len(keep))
+        notes.append(f"-{flt[0]}={flt[1]} leaves {lo if lo == hi else f'{lo} to {hi}'} of them")
+    if from_labels and any(k.startswith("feature.node.kubernetes.io/pci-03") and k.endswith("_8086.sriov.capable")
+                           and v == "true" for k, v in labels.items()):
+        lo = (lo + 1) // 2
+        notes.append("SR-IOV capable: a PF with VFs is not advertised, its VFs are (isPfWithVfs)")
+    other = next((r for r in vendors.INTEL_DRIVER_RESOURCES if r != resource and (qty(capacity.get(r)) or 0) > 0),
+                 None)
+    if other and resource in capacity:
+        k = -(-(qty(capacity.get(other)) or 0) // max(replicas, 1))
+        lo, hi = max(lo - k, 0), max(hi - k, 0)
+        notes.append(f"{k} card(s) advertised as {other} (the labels do not say which card runs which driver: "
+                     f"{resource} and {other} together are judged against the count)")
+    if not notes:
+        return physical, source
+    cap = qty(capacity.get(resource)) or 0
+    cards = cap // max(replicas, 1)
+    n = cards if lo <= cards <= hi else (hi if cards > hi else lo)
+    bound = f"; bounded, not exact: {lo} to {hi}" if lo != hi else ""
+    return n, f"{source}, {'; '.join(notes)}: {n} for {resource}{bound}"
+
+
+def amd_resource(capacity: dict, labels: dict[str, str], resource: str) -> str:
+    """The node's own AMD GPU resource: with -resource_naming_strategy=mixed a partition-capable node advertises
+    amd.com/<compute>_<memory> instead of amd.com/gpu (ROCm/k8s-device-plugin@ed76468 cmd/k8s-device-plugin/
+    main.go getResourceList; the GPU operator defaults to mixed for PF/VF passthrough, ROCm/gpu-operator@6df13c1
+    internal/plugin/plugin.go). The one named by the node's partition label first."""
+    found = vendors.amd_partition_resources(capacity)
+    mode = f"amd.com/{labels.get(vendors.AMD_PARTITION_LABEL, '')}"
+    return mode if mode in found else (found[0] if found else resource)
+
+
+def amd_partitions(labels: dict[str, str], capacity: dict, resource: str, physical: int,
+                   source: str) -> tuple[int | None, str]:
+    """Physical GPUs x partitions per GPU: the AMD plugin lists each compute partition as a device, whole-GPU
+    (single) or partition (mixed) naming alike. The mode comes from the mixed resource name or the labeller's
+    amd.com/gpu.compute-memory-partition label; None (count unknown, said in the source) where the partition count
+    of the mode or model is not known and the node advertises more devices than GPUs."""
+    name = resource.split("/", 1)[1]
+    mode = name if resource in vendors.amd_partition_resources({resource: 1}) else labels.get(
+        vendors.AMD_PARTITION_LABEL, "")
+    compute = mode.split("_")[0]
+    per = vendors.AMD_PARTITIONS_PER_MODE.get(compute)
+    ids = {k.rsplit(".", 1)[1] for k in labels if k.startswith("beta.amd.com/gpu.device-id.")}
+    if compute == "cpx":
+        xcds = {vendors.AMD_XCDS.get(i) for i in ids}
+        per = xcds.pop() if len(xcds) == 1 else None
+    cap = qty(capacity.get(resource)) or 0
+    if per is not None:
+        return physical * per, f"{source} GPUs x {per} {compute.upper()} partitions each ({mode})" if per > 1 else \
+            source
+    if mode:
+        why = f"partition mode {mode}: partitions per GPU not known for this model"
+    elif cap > physical > 0 and cap % physical == 0 and (ids & set(vendors.AMD_XCDS) or labels.get(
+            "amd.com/gpu.compute-partitioning-supported") == "true"):
+        why = (f"advertises {cap} devices for {physical} GPUs and {vendors.AMD_PARTITION_LABEL} is absent (the "
+               "labeller writes it only with -compute-memory-partition): partitions per GPU unknown")
+    else:
+        return physical, source
+    return None, f"{source} GPUs, {why}: count not verified (set nodes.expectedGpus to the device count)"
 
 
 def expectation(node: dict, cfg: Config | dict, plugin_pods: list[dict] | None = None) -> Expectation:
@@ -149,6 +265,8 @@ def expectation(node: dict, cfg: Config | dict, plugin_pods: list[dict] | None =
         # The kernel driver (i915 or xe) is a property of each node: one config covers both kinds of node
         # (intel-device-plugins-for-kubernetes cmd/gpu_plugin: the resource is named after the driver in use).
         resource = next((r for r in ("gpu.intel.com/i915", "gpu.intel.com/xe") if r in capacity), resource)
+    if vendor == vendors.AMD and resource not in capacity:
+        resource = amd_resource(capacity, labels, resource)  # the mixed naming strategy: amd.com/cpx_nps4 ...
 
     eg = cfg.get("nodes.expectedGpus")
     physical: int | None
@@ -171,6 +289,11 @@ def expectation(node: dict, cfg: Config | dict, plugin_pods: list[dict] | None =
     if vendor == vendors.INTEL and replicas_cfg == "auto" and cfg.get("sharing.strategy") == "auto":
         n = shared_dev_num(plugin_pods or [])
         strategy, replicas_cfg = ("time-slicing", n) if n and n > 1 else ("none", 1)
+    if vendor == vendors.INTEL and physical is not None:  # filtered cards, SR-IOV VFs, i915 beside xe
+        physical, source = intel_cards(node, resource, int(replicas_cfg) if strategy not in ("none", "") and str(
+            replicas_cfg).isdigit() else 1, physical, source, plugin_pods or [], not isinstance(eg, (int, dict)))
+    if vendor == vendors.AMD and physical is not None:  # partitioned GPUs: each partition is a device
+        physical, source = amd_partitions(labels, capacity, resource, physical, source)
     if strategy in ("none", ""):
         replicas = 1
     elif replicas_cfg == "auto":
@@ -185,33 +308,102 @@ def expectation(node: dict, cfg: Config | dict, plugin_pods: list[dict] | None =
     if strategy not in ("none", "") and renamed and not resource.endswith(".shared"):
         resource = f"{resource}.shared"
 
-    mig = cfg.get("mig.strategy")
-    if mig == "auto":
-        mig = labels.get(f"{GFD}mig.strategy", "none") if vendor == vendors.NVIDIA else "none"
+    resource_basis = f"config resourceName={cfg.get('resourceName')}" + (
+        "" if resource == cfg.get("resourceName") else f"; the node advertises {resource}")
+    replicas_basis = (f"sharing strategy {strategy or 'none'} (config sharing.strategy={cfg.get('sharing.strategy')}"
+                      f", sharing.replicas={cfg.get('sharing.replicas')}; labels {GFD}gpu.sharing-strategy="
+                      f"{labels.get(f'{GFD}gpu.sharing-strategy')}, {GFD}gpu.replicas={labels.get(f'{GFD}gpu.replicas')})")
+    mig, mig_basis = _mig_strategy(cfg.get("mig.strategy"), labels, vendor)
     profiles: dict[str, int] = {}
     mig_replicas: dict[str, int] = {}
     if mig == "mixed":
         domain = resource.split("/")[0]
         profiles = {f"{domain}/{k}": int(v) for k, v in (cfg.get("mig.profiles") or {}).items()}
-        if not profiles:
-            # GFD: nvidia.com/mig-<profile>.count per profile; profiles such as 1g.10gb, 1g.10gb.me, 1c.3g.20gb
-            # (NVIDIA/k8s-device-plugin internal/lm/resource.go, the mig-<profile> resource names)
-            for k, v in labels.items():
-                m = re.match(rf"^{re.escape(GFD)}(mig-.+)\.count$", k)
-                if m and qty(v):
-                    # Time-sliced MIG devices: advertised = count x mig-<p>.replicas, as <p>.shared when renamed;
-                    # GFD keys its labels by the original name (internal/lm/resource.go, replicationInfo).
-                    base, r = f"{domain}/{m.group(1)}", max(qty(labels.get(f"{GFD}{m.group(1)}.replicas")) or 1, 1)
-                    key = f"{base}.shared" if r > 1 and f"{base}.shared" in capacity and base not in capacity else base
-                    profiles[key] = (qty(v) or 0) * r
-                    if r > 1:
-                        mig_replicas[key] = r
+        if profiles:
+            mig_basis += "; profiles from config mig.profiles"
+        else:
+            profiles, mig_replicas, folded = _gfd_mig_profiles(labels, capacity, domain)
+            mig_basis += "; profiles from GFD labels nvidia.com/mig-<profile>.count" + (
+                f" ({'; '.join(folded)})" if folded else "")
         if not profiles and cfg.get("mig.strategy") == "auto":
-            # The GPU operator labels every node with the cluster's MIG strategy, also nodes whose GPUs are not
-            # in MIG mode (NVIDIA/k8s-device-plugin internal/lm/strategy.go): those advertise whole GPUs.
-            mig = "none"
+            mig, mig_basis = "none", f"{mig_basis}: no MIG device on this node, so its GPUs are whole GPUs"
+    basis = {"resource": resource_basis, "physical": source, "replicas": replicas_basis, "mig": mig_basis}
     return Expectation(resource, physical, replicas, source, mig, profiles, vendor,
-                       whole_gpus_too=mig == "mixed" and resource in capacity, mig_replicas=mig_replicas)
+                       whole_gpus_too=mig == "mixed" and resource in capacity, mig_replicas=mig_replicas, basis=basis)
+
+
+def _mig_strategy(configured: str, labels: dict[str, str], vendor: str) -> tuple[str, str]:
+    """A node's MIG shape and what said so. A configured strategy is taken as stated. With `auto` the node's own
+    labels decide, never the strategy label alone: GFD writes nvidia.com/mig.strategy on every GPU node from the
+    plugin's configured strategy, MIG or not (NVIDIA/k8s-device-plugin v0.19.3 internal/lm/strategy.go,
+    mig-strategy.go NewResourceLabeler), and the GPU operator's default is `single` (NVIDIA/gpu-operator
+    deployments/gpu-operator/values.yaml mig.strategy). Under `single` GFD labels MIG devices as nvidia.com/gpu with
+    the product `<model>-MIG-<profile>` (resource.go NewMIGResourceLabeler, baseLabeler), and with no GPU in MIG
+    mode it writes the whole GPUs' labels only (newMigStrategySingleLabeler returns empty{}); under `mixed` the
+    MIG devices get nvidia.com/mig-<profile>.* labels (decided by the caller from those labels)."""
+    if configured != "auto":
+        return configured, f"config mig.strategy={configured}"
+    if vendor != vendors.NVIDIA:
+        return "none", f"vendor {vendor}: no MIG"
+    label = labels.get(f"{GFD}mig.strategy")
+    if label is None:
+        return "none", f"no {GFD}mig.strategy label"
+    said = f"{GFD}mig.strategy={label} (the plugin's configured strategy, written on every GPU node)"
+    if label == "single":
+        product = labels.get(f"{GFD}gpu.product", "")
+        if "-MIG-" in product:
+            return "single", f"{said}; {GFD}gpu.product={product} names a MIG profile"
+        return "none", f"{said}; {GFD}gpu.product={product or '(absent)'} names no MIG profile: whole GPUs"
+    return label, said
+
+
+# A MIG profile name as GFD and the plugin print it ('+' already '.', go-nvlib device/mig_profile.go String,
+# k8s-device-plugin internal/resource/nvml-mig-device.go GetName): an optional "<C>c." compute-instance prefix,
+# "<G>g.<GB>gb", then attributes ".me", ".me.all", ".gfx" or "-me".
+_PROFILE = re.compile(r"^mig-(?:(\d+)c\.)?(\d+g\.\d+gb)((?:[.-][a-z]+)*)$")
+
+
+def _gfd_mig_profiles(labels: dict[str, str], capacity: dict, domain: str) -> tuple[dict, dict, list[str]]:
+    """MIG mixed: resource -> expected count, resource -> replicas (where > 1), and how profiles were folded.
+
+    GFD labels every MIG profile nvidia.com/mig-<profile>.count (NVIDIA/k8s-device-plugin internal/lm/
+    mig-strategy.go newMigStrategyMixedLabeler). The plugin advertises C == G profiles only (internal/rm/rm.go
+    AddDefaultResourcesToConfig), and before v0.20.0 its resource patterns were unanchored (fixed by commit
+    0dfdfb979), so a device with attributes (1g.10gb+me) or a compute-instance profile (1c.3g.40gb) landed under
+    its base profile's resource (mig-1g.10gb, mig-3g.40gb). Which of the two a node runs is read from what it
+    advertises: a profile advertised under its own name is counted there; otherwise its devices are expected
+    under the base profile (a plugin before v0.20.0), or (compute-instance profiles on v0.20.0+) nowhere."""
+    profiles: dict[str, int] = {}
+    mig_replicas: dict[str, int] = {}
+    elsewhere: dict[str, list[tuple[str, int, bool]]] = {}  # base resource -> (profile, devices, has attributes)
+    for k, v in sorted(labels.items()):
+        m = re.match(rf"^{re.escape(GFD)}(mig-.+)\.count$", k)
+        if not m or not qty(v):
+            continue
+        # Time-sliced MIG devices: advertised = count x mig-<p>.replicas, as <p>.shared when renamed; GFD keys its
+        # labels by the original name (internal/lm/resource.go, replicationInfo).
+        base, r = f"{domain}/{m.group(1)}", max(qty(labels.get(f"{GFD}{m.group(1)}.replicas")) or 1, 1)
+        key = f"{base}.shared" if r > 1 and f"{base}.shared" in capacity and base not in capacity else base
+        n = (qty(v) or 0) * r
+        shape = _PROFILE.match(m.group(1))
+        if shape and (shape.group(1) or shape.group(3)) and key not in capacity:
+            elsewhere.setdefault(f"{domain}/mig-{shape.group(2)}", []).append((m.group(1), n, bool(shape.group(3))))
+            continue
+        profiles[key] = n
+        if r > 1:
+            mig_replicas[key] = r
+    folded = []
+    for base, devs in sorted(elsewhere.items()):
+        if (qty(capacity.get(base)) or 0) > profiles.get(base, 0):  # the base resource holds them: before v0.20.0
+            profiles[base] = profiles.get(base, 0) + sum(n for _, n, _ in devs)
+            folded.append(f"{', '.join(p for p, _, _ in devs)} counted under {base} (a plugin before v0.20.0)")
+            continue
+        for p, n, attributes in devs:
+            if attributes:  # v0.20.0+ advertises it under its own name: expected there
+                profiles[f"{domain}/{p}"] = n
+            else:
+                folded.append(f"{p} not expected (a compute-instance profile gets no resource, v0.20.0+)")
+    return profiles, mig_replicas, folded
 
 
 @dataclass(frozen=True)
@@ -272,11 +464,14 @@ def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None =
             out.append(Finding("GPU-F09-MIG-MISMATCH", f"{name}: MIG strategy mixed but no nvidia.com/mig-*.count labels "
                                "and no mig.profiles configured"))
         # Under mixed, GPUs not in MIG mode stay nvidia.com/gpu (NVIDIA/k8s-device-plugin internal/rm/device_map.go);
-        # with MIG devices present at least one GPU is in MIG mode, so fewer whole GPUs than physical ones.
-        if not out and exp.mig_profiles and cap is not None and exp.physical is not None and cap > exp.physical - 1:
+        # with MIG devices present at least one GPU is in MIG mode, so fewer whole GPUs than physical ones; the
+        # whole GPUs may be time-sliced (replicas from their GFD labels, internal/lm/mig-strategy.go newGPULabelers).
+        most = None if exp.physical is None else (exp.physical - 1) * exp.replicas
+        if not out and exp.mig_profiles and cap is not None and most is not None and cap > most:
+            per = f" x {exp.replicas} replicas" if exp.replicas > 1 else ""
             out.append(Finding("GPU-F04-OVERADVERTISED", f"{name}: advertises {cap} whole {exp.resource} beside MIG "
                                f"devices, but the node has {exp.physical} GPUs ({exp.source}) and at least one is "
-                               "in MIG mode"))
+                               f"in MIG mode: at most {exp.physical - 1}{per} = {most}"))
         if cap is not None and alloc is not None and cap > alloc:
             out.append(Finding("GPU-F03-UNHEALTHY-DEVICES", f"{name}: {cap - alloc} of {cap} whole {exp.resource} "
                                f"devices are Unhealthy (capacity={cap}, allocatable={alloc})"))
@@ -300,9 +495,11 @@ def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None =
     if want is not None:
         shared = exp.replicas > 1
         if cap > want:
+            maybe = (" (GPU Feature Discovery's count covers one GPU model: on a node with more than one model, "
+                     "enable the node probe so the PCI bus counts them all)" if may_count_one_model(node, exp) else "")
             out.append(Finding("GPU-F04-OVERADVERTISED",
                                f"{name}: advertises {cap} {exp.resource}, the hardware supports {want} "
-                               f"({exp.physical} GPUs x {exp.replicas} replicas; {exp.source})"))
+                               f"({exp.physical} GPUs x {exp.replicas} replicas; {exp.source}){maybe}"))
         elif cap < want and shared and exp.physical is not None and cap == exp.physical:
             out.append(Finding("GPU-F10-SHARING-MISMATCH",
                                f"{name}: advertises {cap} {exp.resource} but labels say {exp.physical} GPUs shared "
@@ -313,12 +510,23 @@ def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None =
     return out
 
 
+def may_count_one_model(node: dict, exp: Expectation) -> bool:
+    """Whether `exp`'s count is GFD's nvidia.com/gpu.count and the node advertises more than it allows: GFD labels
+    one GPU model per node (the last model's labeler wins: NVIDIA/k8s-device-plugin v0.19.3 internal/lm/
+    mig-strategy.go newGPULabelers), so a node with two models may be healthy; the PCI bus then decides."""
+    cap, _ = advertised(node, exp.resource)
+    return (exp.vendor == vendors.NVIDIA and exp.mig_strategy == "none" and exp.source.startswith("GFD label")
+            and exp.advertised is not None and cap is not None and cap > exp.advertised)
+
+
 def stale_resources(node: dict, exp: Expectation) -> list[Finding]:
     """GPU resource keys of the same vendor that the configuration does not expect (left by an old config)."""
     name = node["metadata"]["name"]
     vendor = exp.resource.split("/")[0] + "/"
     cap_all = node.get("status", {}).get("capacity", {}) or {}
     expected = {exp.resource, *exp.mig_profiles}
+    if exp.vendor == vendors.INTEL and exp.resource in vendors.INTEL_DRIVER_RESOURCES:
+        expected |= set(vendors.INTEL_DRIVER_RESOURCES)  # i915 beside xe: one resource per driver (counts.intel_cards)
     out = []
     for k, v in sorted(cap_all.items()):
         if k.startswith(vendor) and k not in expected and (qty(v) or 0) > 0 and vendors.is_gpu_resource(exp.vendor, k):

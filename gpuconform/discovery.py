@@ -57,8 +57,11 @@ def is_companion(pod: dict) -> bool:
 
 def layout_of(pod: dict, vendor: str) -> Layout | None:
     labels = pod.get("metadata", {}).get("labels") or {}
+    containers = {c.get("name") for c in pod.get("spec", {}).get("containers") or []}
     for lay in LAYOUTS:
-        if lay.vendor == vendor and all(labels.get(k) == v for k, v in lay.labels.items()):
+        if lay.vendor == vendor and all(labels.get(k) == v or (v == "*" and k in labels)
+                                        for k, v in lay.labels.items()) \
+                and (not lay.container or lay.container in containers):
             return lay
     return None
 

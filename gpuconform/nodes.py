@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import vendors
+from . import nodemode, vendors
 from .counts import Expectation, free_gpus, qty
 
 
@@ -65,19 +65,77 @@ class GpuNode:
         return None
 
 
-def is_gpu_node(node: dict, vendor: str, selector: str, exclude: str) -> bool:
-    """A node the suite must certify: not excluded, and either selected by `selector` (empty: any of the vendor's
-    GPU-node labels, gpuconform/vendors.py) or advertising one of the vendor's GPU resources. A node labelled as
-    GPU node whose plugin never registered is found by its labels, so that failure is reported, not hidden."""
+# Why a node that looks like a GPU node is not certified (the summary's `left_out_nodes`, the report's header).
+EXCLUDED, NOT_SELECTED, NOT_APPLICABLE = "excluded", "not-selected", "not-applicable"
+LEFT_OUT_TITLES = {EXCLUDED: "excluded by nodes.exclude", NOT_SELECTED: "not matched by nodes.selector",
+                   NOT_APPLICABLE: "not applicable here (no container device plugin)"}
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A GPU-looking node the run does not certify, and why (one of LEFT_OUT_TITLES; for not-applicable also the
+    node's allocation path, gpuconform/nodemode.py)."""
+    name: str
+    why: str
+    reason: str
+    path: str = ""
+    evidence: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        d = {"why": self.why, "reason": self.reason}
+        if self.path:
+            d.update(path=self.path, evidence=self.evidence)
+        return d
+
+
+def looks_like_gpu_node(node: dict, vendor: str) -> bool:
+    """One of the vendor's GPU-node labels (gpuconform/vendors.py) or one of its GPU resources in capacity."""
+    labels = node.get("metadata", {}).get("labels", {}) or {}
+    return (any(matches(labels, s) for s in vendors.GPU_NODE_LABELS.get(vendor, ()))
+            or any(vendors.is_gpu_resource(vendor, k) for k in node.get("status", {}).get("capacity") or {}))
+
+
+def selection(node: dict, vendor: str, selector: str, exclude: str) -> str | None:
+    """None when the node is in the run's selection, else EXCLUDED or NOT_SELECTED. Not excluded, and: matched by
+    `selector` when one is set (a selector selects, as everywhere in Kubernetes: a node advertising GPUs outside it
+    is not added), else looking like a GPU node (any vendor GPU-node label or GPU resource). A labelled GPU node
+    whose plugin never registered is selected by its labels, so that failure is reported, not hidden."""
     labels = node.get("metadata", {}).get("labels", {}) or {}
     if exclude and matches(labels, exclude):
-        return False
+        return EXCLUDED
     if selector:
-        by_label = matches(labels, selector)
-    else:
-        by_label = any(matches(labels, s) for s in vendors.GPU_NODE_LABELS.get(vendor, ()))
-    has_resource = any(vendors.is_gpu_resource(vendor, k) for k in node.get("status", {}).get("capacity") or {})
-    return by_label or has_resource
+        return None if matches(labels, selector) else NOT_SELECTED
+    return None if looks_like_gpu_node(node, vendor) else NOT_SELECTED
+
+
+def is_gpu_node(node: dict, vendor: str, selector: str, exclude: str) -> bool:
+    """In the run's selection (`selection`); whether it is certified also depends on its allocation path."""
+    return selection(node, vendor, selector, exclude) is None
+
+
+def select_nodes(all_nodes: list[dict], slices: list[dict], vendor: str, selector: str,
+                 exclude: str) -> tuple[list[dict], list[LeftOut]]:
+    """The nodes to certify, and the GPU-looking (or selected) nodes left out with why, from one LIST of nodes and
+    one of ResourceSlices: local work only, no request per node. Certified: selected, and the node's allocation
+    path (gpuconform/nodemode.py, from its labels, capacity and the slices naming it) is the device plugin."""
+    per_node = nodemode.slices_by_node(slices)
+    certify: list[dict] = []
+    left: list[LeftOut] = []
+    for n in all_nodes:
+        name = n["metadata"]["name"]
+        why = selection(n, vendor, selector, exclude)
+        if why is not None:
+            if looks_like_gpu_node(n, vendor):
+                text = (f"matches nodes.exclude {exclude!r}" if why == EXCLUDED
+                        else f"does not match nodes.selector {selector!r}")
+                left.append(LeftOut(name, why, text))
+            continue
+        mode = nodemode.of_node(n, per_node.get(name, []), vendor)
+        if mode.certified_here:
+            certify.append(n)
+        else:
+            left.append(LeftOut(name, NOT_APPLICABLE, mode.reason, mode.path, mode.evidence))
+    return certify, sorted(left, key=lambda x: x.name)
 
 
 def condition(obj: dict, kind: str) -> str | None:

@@ -65,7 +65,8 @@ _R = [
     Reason("GPU-F12-INJECTION-FAILED", "fail", "the container runtime could not inject the allocated devices",
            "The runtime's message says which part: a CDI device it cannot resolve (regenerate the CDI spec: "
            "nvidia-ctk cdi generate), the NVIDIA runtime or hook missing on the node, a RuntimeClass the "
-           "cluster lacks (runtimeClassName in the config; the GPU operator creates `nvidia`), or a RuntimeClass "
+           "cluster lacks (runtimeClassName in the config: empty on GPU operator v25.10.0+ CDI installs and with "
+           "its NRI plugin, which creates none; `nvidia` on older or CDI-off operator installs), or a RuntimeClass "
            "handler the node's runtime lacks (nvidia-ctk runtime configure, then restart the runtime)."),
     Reason("GPU-F12-ACCESS-LOST", "fail", "a pod lost access to its GPU while it ran",
            "Containers lose their device access when the runtime's device cgroup rules are reset, typically by "
@@ -98,7 +99,9 @@ _R = [
            "The runtime exposes GPUs to containers that did not ask for them: NVIDIA_VISIBLE_DEVICES=all (set by "
            "CUDA base images) is honoured in unprivileged containers while the NVIDIA container toolkit's "
            "accept-nvidia-visible-devices-envvar-when-unprivileged is true (its default); set it to false and run "
-           "the plugin with deviceListStrategy volume-mounts or cdi-cri. Privileged pods see every GPU by design."),
+           "the plugin with deviceListStrategy volume-mounts or cdi-cri. Privileged pods see every GPU by design. "
+           "On a CDI install (GPU operator v25.10.0 and later) every NVIDIA RuntimeClass (`nvidia`, `nvidia-cdi`, "
+           "`nvidia-legacy`) does this: the message then names runtimeClassName as the cause; leave it empty."),
     Reason("GPU-DOUBLE-ALLOCATION", "fail", "the same device was handed to two pods at once",
            "The plugin or kubelet checkpoint is inconsistent; restart the plugin and inspect the checkpoint."),
     Reason("ENV-API", "error", "Kubernetes API call failed (server unreachable, timed out, or an HTTP error)",

@@ -269,6 +269,32 @@ def pool_summary_html(results: list[dict], nodes: list[str], certified: list[str
             f"<tbody>{''.join(trs)}</tbody></table>")
 
 
+LEFT_OUT_SHOWN = 50  # left-out nodes drawn in the header; all of them are in the summary's left_out_nodes
+
+
+def left_out_html(left_out: dict[str, dict], titles: dict[str, str], limit: int = LEFT_OUT_SHOWN) -> str:
+    """<table id="gc-left-out">: the GPU-looking nodes the run did not certify (summary `left_out_nodes`: name ->
+    {why, reason[, path, evidence]}), grouped by why (`titles`: why -> heading), the first `limit` drawn."""
+    if not left_out:
+        return _note("no GPU-looking node was left out")
+    trs = []
+    for why in sorted({v.get("why", "") for v in left_out.values()}, key=lambda w: list(titles).index(w)
+                      if w in titles else len(titles)):
+        names = sorted((n for n, v in left_out.items() if v.get("why") == why), key=_natural)
+        trs.append(f'<tr class="gc-group"><th colspan="3">{_e(titles.get(why, why))}: {len(names)} node'
+                   f'{"s" if len(names) != 1 else ""}</th></tr>')
+        for n in names[:limit]:
+            v = left_out[n]
+            what = v.get("evidence") or ""
+            trs.append(f'<tr><td class="gc-node">{_e(n)}</td><td>{_e(v.get("reason", ""))}</td>'
+                       f'<td>{_e((v.get("path") + ": " if v.get("path") else "") + what)}</td></tr>')
+        if len(names) > limit:
+            trs.append(f'<tr><td colspan="3" class="gc-note">... and {len(names) - limit} more (all in the JSON '
+                       "summary's left_out_nodes)</td></tr>")
+    return ('<table id="gc-left-out" class="gc-table"><thead><tr><th>node</th><th>why</th>'
+            f"<th>allocation path: evidence</th></tr></thead><tbody>{''.join(trs)}</tbody></table>")
+
+
 _COUNT_CSS = {1: "gc-passed", 2: "gc-failed", 3: "gc-error", 4: "gc-skipped", 6: "gc-failed", 7: "gc-error", 8: "gc-skipped"}
 
 

@@ -42,8 +42,9 @@ class Layout:
 
     name: str
     vendor: str
-    labels: dict[str, str]  # all must match the plugin pod's labels
+    labels: dict[str, str]  # all must match the plugin pod's labels ("*": the key must be present, any value)
     source: str  # where upstream sets these labels
+    container: str = ""  # when set, a container of this name must be in the pod too (a label-only match is weak)
 
 
 LAYOUTS: tuple[Layout, ...] = (
@@ -59,6 +60,13 @@ LAYOUTS: tuple[Layout, ...] = (
     Layout("amd-helm", AMD, {"name": "amd-gpu-dp-ds"},
            "ROCm/k8s-device-plugin helm/amd-gpu/templates/deviceplugin-daemonset.yaml"),
     Layout("amd-static", AMD, {"name": "amdgpu-dp-ds"}, "ROCm/k8s-device-plugin k8s-ds-amdgpu-dp.yaml"),
+    # The AMD GPU operator labels every pod of a DeviceConfig only daemonset-name=<DeviceConfig name>: the plugin,
+    # but also its node labeller, metrics exporter and config manager. Its plugin container is "device-plugin"
+    # (DaemonSet <DeviceConfig>-device-plugin, namespace of the DeviceConfig, kube-amd-gpu in the docs).
+    Layout("amd-operator", AMD, {"daemonset-name": "*"},
+           "ROCm/gpu-operator@6df13c1 internal/plugin/plugin.go SetDevicePluginAsDesired (matchLabels, container "
+           "name); internal/controllers/device_config_reconciler.go (DaemonSet name); "
+           "docs/installation/kubernetes-helm.md (namespace kube-amd-gpu)", container="device-plugin"),
     # the same label from the kustomize deployment and from the operator (DaemonSet intel-gpu-plugin-<CR name>)
     Layout("intel", INTEL, {"app": "intel-gpu-plugin"},
            "intel/intel-device-plugins-for-kubernetes deployments/gpu_plugin/base/intel-gpu-plugin.yaml, "
@@ -84,7 +92,10 @@ GPU_NODE_LABELS: dict[str, tuple[str, ...]] = {
     NVIDIA: ("nvidia.com/gpu.present=true", "feature.node.kubernetes.io/pci-10de.present=true",
              "feature.node.kubernetes.io/pci-0300_10de.present=true",
              "feature.node.kubernetes.io/pci-0302_10de.present=true"),
-    AMD: ("feature.node.kubernetes.io/amd-gpu=true", "feature.node.kubernetes.io/pci-0300_1002.present=true"),
+    # amd-vgpu: the operator's NFD rule for VF guests (MI210/MI300X VFs), ROCm/gpu-operator@6df13c1
+    # helm-charts-k8s/templates/gpu-nfd-default-rule.yaml rules amd-gpu and amd-vgpu
+    AMD: ("feature.node.kubernetes.io/amd-gpu=true", "feature.node.kubernetes.io/amd-vgpu=true",
+          "feature.node.kubernetes.io/pci-0300_1002.present=true"),
     INTEL: ("intel.feature.node.kubernetes.io/gpu=true",),
 }
 
@@ -102,6 +113,31 @@ AUXILIARY_RESOURCES: dict[str, tuple[str, ...]] = {
 # e.g. amd.com/cpx_nps4 (ROCm/k8s-device-plugin internal/pkg/amdgpu/amdgpu.go).
 _AMD_PARTITION = re.compile(r"^amd\.com/[a-z]px_nps\d+$")
 
+# AMD compute partition modes: partitions per GPU. SPX/DPX/TPX/QPX are 1/2/3/4 partitions; CPX is one partition
+# per XCD, so it depends on the model (amdsmi.h amdsmi_accelerator_partition_profile_t.num_partitions: "On MI300X:
+# SPX=>1, DPX=>2, QPX=>4, CPX=>8", ROCm amdsmi docs 7.1.1; TPX: ROCm amdsmi docs conceptual/partition.md lists it,
+# 3 partitions inferred from the name, unverified). The plugin lists each partition as a device: the GPU's own
+# card plus /sys/devices/platform/amdgpu_xcp_* (ROCm/k8s-device-plugin@ed76468 internal/pkg/amdgpu/amdgpu.go
+# GetAMDGPUs). The node labeller's device-id generator reads /sys/class/drm/card<N>/device/device, a PCI
+# attribute that the xcp platform devices lack, so the device-id labels count physical GPUs (inferred, unverified).
+AMD_PARTITIONS_PER_MODE = {"spx": 1, "dpx": 2, "tpx": 3, "qpx": 4}
+# XCDs per GPU model, by PCI device ID (the CPX partition count). 74a1 = MI300X (ROCm/gpu-operator@6df13c1
+# helm-charts-k8s/templates/gpu-nfd-default-rule.yaml rule amd-gpu-mi300x); 8 XCDs (ROCm amdsmi docs,
+# conceptual/partition.md). Other partition-capable models (MI300A, MI325X, MI350 series) are not researched yet.
+AMD_XCDS = {"74a1": 8}
+AMD_PARTITION_LABEL = "amd.com/gpu.compute-memory-partition"  # e.g. cpx_nps4 (k8s-node-labeller main.go l.356)
+
+
+def amd_partition_resources(capacity: dict) -> list[str]:
+    """The amd.com/<compute>_<memory> resources of the plugin's mixed naming strategy on a node."""
+    return sorted(k for k in capacity if _AMD_PARTITION.match(k))
+
+
+# Intel's plugin names each card's resource after the card's kernel driver, so one node with an integrated i915 GPU
+# and a discrete xe card advertises both (intel-device-plugins-for-kubernetes@94a91bc cmd/gpu_plugin/
+# device_props.go driver(), gpu_plugin.go scan: devTree.AddDevice(devProps.driver(), ...)).
+INTEL_DRIVER_RESOURCES = ("gpu.intel.com/i915", "gpu.intel.com/xe")
+
 
 def is_gpu_resource(vendor: str, key: str) -> bool:
     """A resource key that a GPU plugin of this vendor advertises as devices (not an auxiliary resource)."""
@@ -111,4 +147,4 @@ def is_gpu_resource(vendor: str, key: str) -> bool:
         return key == "nvidia.com/gpu" or key.startswith(("nvidia.com/gpu.", "nvidia.com/mig-"))
     if vendor == AMD:
         return key == "amd.com/gpu" or bool(_AMD_PARTITION.match(key))
-    return key in ("gpu.intel.com/i915", "gpu.intel.com/xe")
+    return key in INTEL_DRIVER_RESOURCES

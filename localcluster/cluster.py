@@ -625,10 +625,12 @@ def node_ready(kubectl: Kubectl, name: str) -> bool:
 
 
 def gfd_labels(count: int, product: str = GPU_PRODUCT) -> dict[str, str]:
-    """GPU Feature Discovery's labels for whole, unshared GPUs; shapes.gfd_labels adds those of a pool shape."""
+    """GPU Feature Discovery's labels for whole, unshared GPUs; shapes.gfd_labels adds those of a pool shape. No
+    nvidia.com/mig.strategy: GFD writes none under the plugin's default strategy `none` (NVIDIA/k8s-device-plugin
+    v0.19.3 internal/lm/strategy.go migStrategyLabeler)."""
     return {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": str(count),
             "nvidia.com/gpu.product": product.replace(" ", "-"), "nvidia.com/gpu.replicas": "1",
-            "nvidia.com/gpu.sharing-strategy": "none", "nvidia.com/mig.strategy": "none",
+            "nvidia.com/gpu.sharing-strategy": "none",
             "nvidia.com/gpu.memory": "40960", "nvidia.com/gpu.family": "ampere",
             "nvidia.com/cuda.driver-version.full": DRIVER, "nvidia.com/cuda.runtime-version.full": CUDA}
 

@@ -92,6 +92,10 @@ def gfd_labels(profile: str, layout: str) -> dict[str, str]:
     labels[NFD_NVIDIA] = "true"
     if layout == "operator":
         labels[OPERATOR_PRESENT] = "true"
+        # GFD writes the plugin's configured MIG strategy on every GPU node, MIG or not, and the operator's
+        # default is single (NVIDIA/k8s-device-plugin v0.19.3 internal/lm/strategy.go; NVIDIA/gpu-operator
+        # deployments/gpu-operator/values.yaml mig.strategy): a plain operator node carries it
+        labels["nvidia.com/mig.strategy"] = "single"
     if profile in ("time-slicing", "time-slicing-renamed"):
         labels.update({"nvidia.com/gpu.replicas": str(TS_REPLICAS), "nvidia.com/gpu.sharing-strategy": "time-slicing"})
         if profile == "time-slicing":  # GFD marks the product -SHARED only when the resource keeps its name

@@ -17,7 +17,7 @@ from .allocation import (Seen, access_findings, burst_findings, count_findings, 
 from .common import busy, folded, not_checked, nvidia_tooling, unusable
 from .kubelet_record import (allocatable_agrees, allocatable_findings, assignment_findings, double_assignment_findings,
                              hardware_findings, numa_counts, probe_report, reported_numa_findings,
-                             status_update_s)
+                             status_update_s, with_pci_count)
 from .latency import allocate_delta, latency_findings, latency_properties, latency_summary
 from .registration import (capacity_findings, kubelet_started, operator_findings, plugin_findings,
                            plugin_pod_findings, registration_counts, registration_findings, socket_findings)
@@ -39,7 +39,7 @@ __all__ = [
     "numa_findings", "policy_findings",
     # the node probe: the kubelet's record and the PCI hardware
     "allocatable_agrees", "allocatable_findings", "assignment_findings", "double_assignment_findings",
-    "hardware_findings", "numa_counts", "probe_report", "reported_numa_findings", "status_update_s",
+    "hardware_findings", "numa_counts", "probe_report", "reported_numa_findings", "status_update_s", "with_pci_count",
     # latency
     "allocate_delta", "latency_findings", "latency_properties", "latency_summary",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import counts, probes
+from .. import counts, probes, runtimemode
 from ..counts import Expectation, Finding
 from ..probes import Gpu, exclusive_ids
 from .common import folded
@@ -22,7 +22,12 @@ def count_findings(node: dict, exp: Expectation, plugin_logs: list[str] | None =
     (counts.check_counts, counts.stale_resources), folded into one finding: the first code, the others listed.
     `plugin_logs` (read where unhealthy_ids_needed) name the Unhealthy devices."""
     unhealthy = None if plugin_logs is None else [i for log in plugin_logs for i in counts.unhealthy_from_log(log)]
-    return folded(counts.check_counts(node, exp, unhealthy) + counts.stale_resources(node, exp))
+    found = counts.check_counts(node, exp, unhealthy) + counts.stale_resources(node, exp)
+    if exp.advertised is None and exp.mig_strategy != "mixed":  # nothing to compare the count with: never a pass
+        found.append(Finding("ENV-NOT-CHECKED", f"{node['metadata']['name']}: the node's GPU count is unknown "
+                             f"({exp.source}): what it advertises ({counts.advertised(node, exp.resource)[0]} "
+                             f"{exp.resource}) was not compared with the hardware"))
+    return folded(found)
 
 
 def vector_add_findings(node: str, pod: str, resource: str, log: str, exit_code: int | None) -> list[Finding]:
@@ -69,15 +74,23 @@ def isolation_request(exp: Expectation, free: int, max_per_node: int) -> int:
     return 1 if exp.per_device > 1 else min(2, free, max_per_node)
 
 
-def isolation_findings(node: str, zero: Seen, some: Seen, unit: str, per_device: int = 1) -> list[Finding]:
+def isolation_findings(node: str, zero: Seen, some: Seen, unit: str, per_device: int = 1,
+                       mode: runtimemode.Mode | None = None, runtime_class: str = "") -> list[Finding]:
     """A pod requesting nothing sees no GPU; a pod requesting N sees exactly its N devices. `unit` (Expectation.unit)
     says what one device is: a whole GPU, a MIG device (counted by MIG UUID; the parent's device node is
     shared), or a time-sliced replica (N replicas may be the same GPU, so it sees 1..N GPUs). `per_device` > 1:
-    time-sliced MIG devices, whose replicas may likewise be one MIG device."""
+    time-sliced MIG devices, whose replicas may likewise be one MIG device. `mode` (gpuconform/runtimemode.py,
+    read when the zero-request pod saw GPUs) and the configured `runtime_class`: where that class does not fit the
+    install (an NVIDIA runtime class on a CDI install), the finding names the configuration as the cause. It stays
+    GPU-ISOLATION: any pod naming that class does see every GPU, but the plugin is not what let it."""
     out: list[Finding] = []
+    why = runtimemode.mismatch(mode, runtime_class) if mode is not None else None
+    cause = (f"; caused by the configuration (runtimeClassName={runtime_class}), not the device plugin: {why} "
+             f"[{mode.why}]") if why and mode is not None else ""
     if zero.dev or zero.gpus:
         out.append(Finding("GPU-ISOLATION", f"{node}: pod {zero.pod} requested no GPU but sees {len(zero.dev)} device "
-                           f"node(s) {zero.dev} and {len(zero.gpus)} GPU(s) in nvidia-smi ({zero.env.strip()})"))
+                           f"node(s) {zero.dev} and {len(zero.gpus)} GPU(s) in nvidia-smi ({zero.env.strip()})"
+                           + cause))
     n = some.requested
     if unit == "mig":
         migs = [m.uuid for g in some.gpus for m in g.migs]
@@ -87,7 +100,7 @@ def isolation_findings(node: str, zero: Seen, some: Seen, unit: str, per_device:
                                f"({some.env.strip()})"))
         elif len(migs) > n:
             out.append(Finding("GPU-ISOLATION", f"{node}: pod {some.pod} requested {n} MIG device(s) but sees "
-                               f"{len(migs)}: {migs}"))
+                               f"{len(migs)}: {migs}" + cause))
         return out
     lo, hi = (1, n) if unit == "replica" else (n, n)
     if len(some.dev) < lo or len(some.gpus) < lo:
@@ -97,7 +110,7 @@ def isolation_findings(node: str, zero: Seen, some: Seen, unit: str, per_device:
     elif max(len(some.dev), len(some.gpus)) > hi:
         out.append(Finding("GPU-ISOLATION", f"{node}: pod {some.pod} requested {n} "
                            f"{'replica(s)' if unit == 'replica' else 'GPU(s)'} but sees "
-                           f"{max(len(some.dev), len(some.gpus))} GPU(s)"))
+                           f"{max(len(some.dev), len(some.gpus))} GPU(s)" + cause))
     return out
 
 

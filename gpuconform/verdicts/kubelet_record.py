@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from .. import vendors
@@ -97,10 +98,13 @@ def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict)
     if err:
         return [Finding("ENV-NOT-CHECKED", f"{node}: PCI hardware not read: {err}")], {}
     functions = pci.get("functions", [])
-    if not functions:
-        return [Finding("ENV-NOT-CHECKED", f"{node}: no {exp.vendor} PCI function under {pci.get('root')}/bus/pci/"
-                                           "devices (an integrated GPU, such as Jetson's, is not a PCI function; or "
-                                           "nodeProbe.sysfsPath is not the host's sysfs): the PCI count is not "
+    bridges = [f for f in functions if _is_bridge(f)]
+    if len(bridges) == len(functions):
+        seen = f" (only PCI bridges: {', '.join(b['address'] for b in bridges)})" if bridges else ""
+        return [Finding("ENV-NOT-CHECKED", f"{node}: no {exp.vendor} GPU or other device function under "
+                                           f"{pci.get('root')}/bus/pci/devices{seen}: an integrated GPU (Jetson/Tegra) "
+                                           "is not a PCI function and its root ports are the vendor's bridges; or "
+                                           "nodeProbe.sysfsPath is not the host's sysfs. The PCI count is not "
                                            "checked")], {}
     gpus, vfio = _for_containers(functions)
     hw = len(gpus)
@@ -109,23 +113,53 @@ def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict)
     if exp.mig_strategy == "single":
         label_n = None  # it counts MIG devices, not GPUs
     cap = qty((node_obj.get("status", {}).get("capacity") or {}).get(exp.resource))
-    ev = {"pci GPUs": [f"{g['address']} {g['class']} NUMA {g.get('numa')}" for g in gpus],
+    models = gpu_models(gpus)
+    ev = {"pci GPUs": [f"{g['address']} {g['class']} device {g.get('device')} NUMA {g.get('numa')}" for g in gpus],
           "pci functions of the vendor": len(functions), "count label": f"{label}={label_n}",
           f"capacity {exp.resource}": cap, "replicas": exp.replicas, "mig": exp.mig_strategy}
     if vfio:
         ev["set aside for VMs (VFIO), not counted"] = [f"{g['address']} {g['driver']}" for g in vfio]
     out: list[Finding] = []
-    if label_n is not None and label_n != hw:
+    # GFD labels one model per node (the last model's labeler wins: NVIDIA/k8s-device-plugin v0.19.3 internal/lm/
+    # mig-strategy.go newGPULabelers): on a node with several models its count is one model's
+    one_model = exp.vendor == vendors.NVIDIA and len(models) > 1 and label_n in models.values()
+    if one_model:
+        ev["count label counts one model"] = f"{label}={label_n} of PCI models {models}"
+    elif label_n is not None and label_n != hw:
         out.append(Finding("GPU-F04-LABEL-HARDWARE-MISMATCH",
                            f"{node}: {label} says {label_n} GPU(s) but the PCI bus shows {hw} "
                            f"({', '.join(g['address'] for g in gpus) or 'none'}; {pci.get('root')}/bus/pci/devices)"))
-    if (label_n is None or out) and exp.mig_strategy == "none" and cap is not None and cap != hw * exp.replicas:
+    if (label_n is None or out or one_model) and exp.mig_strategy == "none" and cap is not None and \
+            cap != hw * exp.replicas:
         per = f" x {exp.replicas} replicas" if exp.replicas > 1 else ""
         code = ("GPU-F02-CAPACITY-ZERO" if cap == 0 else
                 "GPU-F04-OVERADVERTISED" if cap > hw * exp.replicas else "GPU-F04-UNDERADVERTISED")
         out.append(Finding(code, f"{node}: capacity {exp.resource}={cap}, but the PCI bus shows {hw} GPU(s){per} "
                                  f"= {hw * exp.replicas}"))
     return out, ev
+
+
+def _is_bridge(function: dict) -> bool:
+    """A PCI bridge (class 0x06xx): Tegra root ports carry NVIDIA's vendor ID (Linux drivers/pci/quirks.c) and an
+    NVSwitch is class 0x0680 (go-nvlib pkg/nvpci/nvpci.go PCINvSwitchClass): neither is a GPU nor part of one."""
+    return str(function.get("class") or "").startswith("0x06")
+
+
+def gpu_models(gpus: list[dict]) -> dict[str, int]:
+    """GPUs per PCI device ID (one ID per model), e.g. {"0x20f1": 2, "0x1eb8": 1}."""
+    return dict(sorted(Counter(str(g.get("device")) for g in gpus).items()))
+
+
+def with_pci_count(exp: Expectation, report: dict) -> Expectation:
+    """`exp` with the PCI bus's GPU count as the physical count, where the probe read the bus: on a node with more
+    than one GPU model GFD's count label counts one model (see hardware_findings), the bus counts them all."""
+    pci, err = _part(report, "pci")
+    gpus = _for_containers(pci.get("functions", []))[0]
+    if err or not gpus:
+        return exp
+    source = (f"PCI bus: {len(gpus)} GPU(s), by PCI device ID {gpu_models(gpus)}; {exp.source} counts one model "
+              "(GPU Feature Discovery labels one model per node)")
+    return replace(exp, physical=len(gpus), source=source, basis={**exp.basis, "physical": source})
 
 
 def reported_numa_findings(node: str, exp: Expectation, report: dict) -> list[Finding]:

@@ -26,6 +26,12 @@ LAYOUTS = {
     "nvidia-operator.json": ("nvidia", "nvidia", "nvidia-device-plugin-daemonset-", "nvidia-operator"),
     "amd.json": ("amd", "amd", "amd-gpu-device-plugin-daemonset-", "amd-helm"),
     "intel.json": ("intel-i915", "intel", "intel-gpu-plugin-", "intel"),
+    # issue 16 classes 7 and 8 (more checks in test_layouts_amd_intel.py)
+    "amd-operator.json": ("amd", "amd", "default-device-plugin-", "amd-operator"),
+    "amd-mixed.json": ("amd", "amd", "default-device-plugin-", "amd-operator"),
+    "intel-dual.json": ("intel-i915", "intel", "intel-gpu-plugin-", "intel"),
+    "intel-sriov.json": ("intel-i915", "intel", "intel-gpu-plugin-", "intel"),
+    "intel-filter.json": ("intel-i915", "intel", "intel-gpu-plugin-", "intel"),
 }
 
 

@@ -331,7 +331,7 @@ def node(name, labels=None, gpus=None, ready="True", unschedulable=False, taints
 def test_is_gpu_node():
     sel, exc = "nvidia.com/gpu.present=true", "type=kwok"
     assert nodes.is_gpu_node(node("a", {"nvidia.com/gpu.present": "true"}), "nvidia", sel, exc)
-    assert nodes.is_gpu_node(node("b", {}, gpus=2), "nvidia", sel, exc)
+    assert not nodes.is_gpu_node(node("b", {}, gpus=2), "nvidia", sel, exc)  # a selector selects (issue 16 class 11)
     assert not nodes.is_gpu_node(node("c", {}), "nvidia", sel, exc)
     assert not nodes.is_gpu_node(node("d", {"type": "kwok"}, gpus=8), "nvidia", sel, exc)
 

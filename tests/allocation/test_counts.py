@@ -7,12 +7,15 @@ from gpuconform import counts, verdicts
 from gpuconform.reasons import REASONS
 
 
-def test_advertised_gpus_match_the_hardware(run, cfg, gpu_node, evidence, record_property):
+def test_advertised_gpus_match_the_hardware(run, cfg, gpu_node, pod_runner, evidence, record_property):
     """MUST: capacity = allocatable = physical GPUs x sharing replicas (or the MIG profile counts), as the node's
     own labels describe its pool; no device is Unhealthy, none is over- or under-advertised, and no stale GPU
-    resource key remains."""
+    resource key remains. Where the node advertises more than GFD's one-model count allows, the PCI bus (the
+    optional node probe) counts its GPUs of every model."""
     node = run.refresh_node(gpu_node)
     exp = run.expectation(gpu_node, node)
+    if counts.may_count_one_model(node, exp) and cfg.get("nodeProbe.enabled") and run.node(gpu_node).usable:
+        exp = verdicts.with_pci_count(exp, node_probe_report(run, cfg, pod_runner, evidence, gpu_node, "count"))
     evidence.note("expectation", {"pool": exp.describe(), **exp.__dict__})
     logs = None
     if verdicts.unhealthy_ids_needed(node, exp):  # the plugin log names the Unhealthy devices

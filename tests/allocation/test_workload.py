@@ -6,7 +6,7 @@ import time
 import pytest
 
 from fixtures.checks import hand_over, node_probe_report, require_free_gpus, require_nvidia_tooling
-from gpuconform import pods, probes, timing, verdicts
+from gpuconform import pods, probes, runtimemode, timing, verdicts
 from gpuconform.reasons import EnvironmentProblem
 
 
@@ -59,7 +59,13 @@ def test_pods_see_exactly_the_gpus_they_request(run, cfg, gpu_node, pod_runner, 
     s0, sn = (verdicts.Seen.from_log(p, k, run.pod_log(ns, p)) for p, k in ((zero, 0), (some, n)))
     evidence.note("visible", {"no-request": s0.evidence(), f"{n} x {res}": sn.evidence(), "unit": exp.unit,
                               "pod env": env})
-    hand_over(verdicts.isolation_findings(gpu_node, s0, sn, exp.unit, exp.per_device))
+    rc, mode = cfg.get("runtimeClassName"), None
+    if rc and (s0.dev or s0.gpus):  # does the configured RuntimeClass fit the install? (one LIST per run, optional)
+        classes, why_not = run.inventory.runtime_classes()
+        found = run.plugins.get(gpu_node)
+        mode = runtimemode.recognise(classes, found.pods if found else [], why_not)
+        evidence.note("runtime mode", mode.evidence())
+    hand_over(verdicts.isolation_findings(gpu_node, s0, sn, exp.unit, exp.per_device, mode, rc))
 
 
 @pytest.mark.node_probe

@@ -24,7 +24,7 @@ def test_gpu_resource_is_in_node_capacity(run, cfg, gpu_node, evidence):
     node's own labels) with a non-zero count."""
     node = run.refresh_node(gpu_node)
     exp = run.expectation(gpu_node, node)
-    evidence.note("expected resources", {"pool": exp.describe(), "resources": exp.resources})
+    evidence.note("expected resources", {"pool": exp.describe(), "resources": exp.resources, "basis": exp.basis})
     hand_over(verdicts.capacity_findings(node, exp))
 
 

@@ -1,0 +1,145 @@
+"""Each GPU node's allocation path: how its GPUs reach pods, decided from that node's own objects only.
+
+`allocation_path(labels, capacity, allocatable, slices, vendor)` is pure: the node's labels, its capacity and
+allocatable, and the ResourceSlices that name the node (spec.nodeName) in; the path ("device-plugin", "dra",
+"none") out, with the reason and the label or object that said so. Discovery certifies only device-plugin nodes;
+the others are listed as left out with this reason (fixtures/inventory.py), so they neither fail nor lower the
+coverage gate. DRA nodes get their own checks in a later issue; until then they are not certified and not failed.
+
+Facts (NVIDIA/gpu-operator a22dbf6; docs/vendors.md "Nodes without a container device plugin"):
+- controllers/state_manager.go: the operator sets `nvidia.com/gpu.present=true` on every NVIDIA node
+  (labelGPUNodes), and then the state labels of the node's workload config (gpuStateLabels). Only `container`
+  gets `nvidia.com/gpu.deploy.device-plugin=true`; `vm-passthrough` and `vm-vgpu` (label
+  `nvidia.com/gpu.workload.config`, read only while sandboxWorkloads is enabled: getWorkloadConfig) get
+  `nvidia.com/gpu.deploy.sandbox-device-plugin=true` (kata: `...kata-sandbox-device-plugin`) and lose the
+  container plugin's label. The sandbox plugin (DaemonSet `nvidia-sandbox-device-plugin-daemonset`) advertises
+  passthrough or vGPU devices under their own `nvidia.com/<device name>` resources, not `nvidia.com/gpu`, and also
+  mounts /var/lib/kubelet/device-plugins, so a pod with that mount there is no evidence of a container plugin.
+- A `nvidia.com/gpu.deploy.<operand>=false` label is honoured by the operator (addGPUStateLabels keeps an existing
+  value; controllers/nodelabeling_controller.go): `gpu.deploy.device-plugin=false` keeps the plugin off the node.
+- The DRA stack (GPUCluster) runs its kubelet plugin on nodes labelled `nvidia.com/gpu.deploy.dra-driver=true`
+  (state_manager.go, GPUCluster states); the NVIDIA DRA driver (NVIDIA/k8s-dra-driver-gpu, driver gpu.nvidia.com)
+  publishes ResourceSlices (resource.k8s.io/v1) for the node, and the node has no `nvidia.com/gpu` capacity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from . import vendors
+from .counts import qty
+
+DEVICE_PLUGIN, DRA, NONE = "device-plugin", "dra", "none"
+
+WORKLOAD_CONFIG = "nvidia.com/gpu.workload.config"  # GPUOP state_manager.go gpuWorkloadConfigLabelKey
+VM_WORKLOADS = ("vm-passthrough", "vm-vgpu")  # gpuWorkloadConfigVMPassthrough, gpuWorkloadConfigVMVgpu
+DEPLOY_DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"  # gpuStateLabels[container]
+DEPLOY_DRA_DRIVER = "nvidia.com/gpu.deploy.dra-driver"  # the GPUCluster (DRA) stack's kubelet-plugin selector
+SANDBOX_PLUGIN_LABELS = ("nvidia.com/gpu.deploy.sandbox-device-plugin",  # kubevirt (gpuStateLabels[vm-*])
+                         "nvidia.com/gpu.deploy.kata-sandbox-device-plugin")  # kata (getEffectiveStateLabels)
+SANDBOX_PLUGIN = "nvidia-sandbox-device-plugin-daemonset"  # assets/state-sandbox-device-plugin
+# The vendors' GPU DRA drivers (the ResourceSlices' spec.driver): NVIDIA/k8s-dra-driver-gpu (now
+# kubernetes-sigs/dra-driver-nvidia-gpu) gpu.nvidia.com; ROCm/gpu-operator docs/dra/dra-driver.md gpu.amd.com;
+# intel/intel-resource-drivers-for-kubernetes gpu.intel.com. Slices of another driver (a NIC's, a tenant's test
+# driver) say nothing about how the node's GPUs are served: they never take a GPU node out of certification.
+GPU_DRA_DRIVERS: dict[str, tuple[str, ...]] = {vendors.NVIDIA: ("gpu.nvidia.com",), vendors.AMD: ("gpu.amd.com",),
+                                               vendors.INTEL: ("gpu.intel.com",)}
+
+
+@dataclass(frozen=True)
+class NodeMode:
+    path: str  # DEVICE_PLUGIN | DRA | NONE
+    reason: str  # one sentence for the report
+    evidence: str  # the label or object that decided, e.g. "label nvidia.com/gpu.workload.config=vm-passthrough"
+
+    @property
+    def certified_here(self) -> bool:
+        """Whether this suite certifies the node (its GPUs come from a container device plugin)."""
+        return self.path == DEVICE_PLUGIN
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason, "evidence": self.evidence}
+
+
+def slices_by_node(slices: Iterable[dict]) -> dict[str, list[dict]]:
+    """ResourceSlices grouped by spec.nodeName (slices of no single node, e.g. nodeSelector or allNodes, are left
+    out: they say nothing about one node's path)."""
+    out: dict[str, list[dict]] = {}
+    for s in slices:
+        node = (s.get("spec") or {}).get("nodeName")
+        if node:
+            out.setdefault(node, []).append(s)
+    return out
+
+
+def _drivers(slices: list[dict]) -> str:
+    return ", ".join(sorted({(s.get("spec") or {}).get("driver") or "?" for s in slices}))
+
+
+def _no_container_plugin_label(labels: dict[str, str]) -> tuple[str, str, str] | None:
+    """(path, reason, evidence) when the node's labels say it runs no container device plugin by design."""
+    if labels.get(DEPLOY_DRA_DRIVER) == "true":
+        return (DRA, "the GPU operator serves this node's GPUs with its DRA driver (GPUCluster stack), not a "
+                     "device plugin", f"label {DEPLOY_DRA_DRIVER}=true")
+    workload = labels.get(WORKLOAD_CONFIG)
+    if workload in VM_WORKLOADS and labels.get(DEPLOY_DEVICE_PLUGIN) != "true":
+        sandbox = next((k for k in SANDBOX_PLUGIN_LABELS if labels.get(k) == "true"), None)
+        return (NONE, f"GPUs reserved for virtual machines ({workload}): the GPU operator runs its sandbox device "
+                      f"plugin ({SANDBOX_PLUGIN}) here, no container device plugin",
+                f"label {WORKLOAD_CONFIG}={workload}" + (f", {sandbox}=true" if sandbox else ""))
+    if labels.get(DEPLOY_DEVICE_PLUGIN) == "false":
+        return (NONE, "the device plugin is switched off on this node by its GPU operator deploy label",
+                f"label {DEPLOY_DEVICE_PLUGIN}=false")
+    return None
+
+
+def allocation_path(labels: dict[str, str], capacity: dict[str, str], allocatable: dict[str, str],
+                    slices: list[dict], vendor: str) -> NodeMode:
+    """The node's allocation path from its own objects; `slices` are the ResourceSlices naming this node.
+
+    1. The vendor's GPU resource advertised (capacity > 0) -> device-plugin: only a device plugin puts it there
+       (a DRA extended-resource mapping does not show in capacity). It stays device-plugin with ResourceSlices or a
+       label saying otherwise beside it (said in the reason), unless such a label is there and nothing of it is
+       allocatable (what a removed plugin leaves behind).
+    2. A label saying the node runs no container plugin by design -> dra or none.
+    3. ResourceSlices of the vendor's GPU DRA driver for the node -> dra (another driver's slices are only noted).
+    4. Otherwise device-plugin: a GPU node whose plugin never registered is certified, so that failure is reported.
+    """
+    labels, capacity, allocatable = labels or {}, capacity or {}, allocatable or {}
+    every = slices
+    others = [s for s in slices if (s.get("spec") or {}).get("driver") not in GPU_DRA_DRIVERS.get(vendor, ())]
+    slices = [s for s in slices if s not in others]
+    advertised = {k: v for k, v in capacity.items() if vendors.is_gpu_resource(vendor, k) and (qty(v) or 0) > 0}
+    by_label = _no_container_plugin_label(labels)
+    live = any((qty(allocatable.get(k)) or 0) > 0 for k in advertised)
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(advertised.items()))
+    if advertised and (live or by_label is None):
+        notes = []
+        if by_label is not None:
+            notes.append(f"although {by_label[2]} says otherwise")
+        if every:
+            notes.append(f"it also has {len(every)} ResourceSlice(s) of {_drivers(every)} (DRA not checked here)")
+        return NodeMode(DEVICE_PLUGIN, "a device plugin advertises the node's GPUs"
+                        + (f" ({'; '.join(notes)})" if notes else ""), f"capacity {shown}")
+    stale = f"; capacity {shown} with none allocatable is left from an earlier plugin" if advertised else ""
+    if by_label is not None:
+        path, reason, evidence = by_label
+        if slices:
+            reason += f"; {len(slices)} ResourceSlice(s) of {_drivers(slices)}"
+        return NodeMode(path, reason + stale, evidence)
+    if slices:
+        return NodeMode(DRA, f"a DRA driver ({_drivers(slices)}) publishes this node's devices, no device plugin "
+                             f"advertises a GPU resource{stale}",
+                        f"{len(slices)} ResourceSlice(s) with spec.nodeName of this node")
+    besides = f" (ResourceSlices of {_drivers(others)}, not a GPU DRA driver, do not change that)" if others else ""
+    return NodeMode(DEVICE_PLUGIN, "a GPU node (by its labels or nodes.selector) and nothing says its GPUs are served "
+                                   f"otherwise: a container device plugin is expected{besides}",
+                    "no GPU resource advertised, no label or GPU driver's ResourceSlice saying otherwise")
+
+
+def of_node(node: dict, slices: list[dict], vendor: str) -> NodeMode:
+    """`allocation_path` of a Node object (as a dict) and the ResourceSlices naming it."""
+    status = node.get("status") or {}
+    return allocation_path(node.get("metadata", {}).get("labels") or {}, status.get("capacity") or {},
+                           status.get("allocatable") or {}, slices, vendor)

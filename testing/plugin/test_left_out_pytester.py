@@ -1,0 +1,121 @@
+"""Discovery's left-out nodes through the plugin, in a child pytest over a stand-in cluster (issue 16 classes 10
+and 11): GPU-looking nodes that are not certified (nodes.selector, nodes.exclude, no container device plugin by
+design) are in the JSON summary's `left_out_nodes` and the report's environment with why; they neither fail nor
+lower the coverage gate, and a run where every GPU-looking node is left out still ends with exit 6.
+
+The child's conftest replaces Run.start with a Run over an in-memory cluster (one page of nodes from
+testing/unit/data/layouts, ResourceSlices, no pods, no watch): no request leaves the process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((REPO / "docs" / "summary.schema.json").read_text())
+
+CONFTEST = '''
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import kubernetes.client as k8s
+
+from fixtures import inventory, session
+from gpuconform import kube
+
+DATA = Path({data!r})
+NODES = json.loads((DATA / "nvidia-no-plugin.json").read_text())
+SLICES = NODES["resourceslices"]
+NODES = NODES["nodes"] + json.loads((DATA / "nvidia-operator.json").read_text())["nodes"]
+
+
+def pages(items):
+    def fn(limit=None, _continue=None, _request_timeout=None, **kw):
+        return SimpleNamespace(items=items, metadata=SimpleNamespace(_continue=None, resource_version="1"))
+    return fn
+
+
+class NoWatch:
+    def __init__(self, *a, **k):
+        pass
+
+    def start(self, *a, **k):
+        return self
+
+    def stop(self):
+        pass
+
+
+def fake_start(cls, cfg, kubeconfig, context, run_id):
+    api = kube.CountingApiClient(k8s.Configuration(), kube.RateLimiter(1000, 1000))
+    core = SimpleNamespace(list_node=pages(NODES), list_pod_for_all_namespaces=pages([]))
+    cluster = kube.Cluster(api, core, None, None, None, "stand-in cluster", 1.0)
+    return cls(cfg, cluster, "left-out-run", "v1.34.0", {{"nodes/proxy": True, "resourceslices": True}})
+
+
+kube.Watch = NoWatch
+session.Run.start = classmethod(fake_start)
+inventory.k8s.ResourceV1Api = lambda api: SimpleNamespace(list_resource_slice=pages(SLICES))
+'''
+
+
+@pytest.fixture
+def child(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    for var in [v for v in os.environ if v.startswith("GPUCONFORM_")]:
+        monkeypatch.delenv(var)
+    pytester.makeini("[pytest]\n")
+    pytester.makeconftest(CONFTEST.format(data=str(REPO / "testing" / "unit" / "data" / "layouts")))
+    pytester.makepyfile(test_nodes="def test_per_node(gpu_node, run):\n    pass\n")
+
+    def runpytest(*args: str) -> tuple[pytest.RunResult, dict]:
+        res = pytester.runpytest_subprocess("-p", "fixtures.plugin", "-p", "no:cacheprovider",
+                                            "--gpuconform-summary", "out.json", *args, timeout=60)
+        data = json.loads((pytester.path / "out.json").read_text())
+        jsonschema.validate(data, SCHEMA)
+        return res, data
+
+    return runpytest
+
+
+def test_left_out_nodes_are_listed_with_why_and_do_not_lower_coverage(child, pytester):
+    res, s = child("--html", "report.html", "--self-contained-html")
+    assert s["gpu_nodes"] == ["gpu-mig-0", "gpu-plain-0", "gpu-plugin-and-slices-0", "gpu-vmpt-label-only-0"]
+    assert s["certified_nodes"] == s["gpu_nodes"] and s["coverage"]["certified_fraction"] == 1.0
+    assert s["exit_status"] == 0, res.stdout.str()[-3000:]
+    left = s["left_out_nodes"]
+    assert {n: v["path"] for n, v in left.items()} == {
+        "gpu-dra-0": "dra", "gpu-dra-slices-0": "dra", "gpu-noplugin-0": "none", "gpu-vgpu-0": "none",
+        "gpu-vmpt-0": "none", "gpu-vmpt-stale-0": "none"}
+    assert all(v["why"] == "not-applicable" and v["reason"] and v["evidence"] for v in left.values())
+    env = s["environment"]
+    assert env["GPU nodes left out"] == "6: not applicable here (no container device plugin) (6)"
+    assert env["DRA (ResourceSlices)"].startswith("4 ResourceSlice(s) of ")
+    page = (pytester.path / "report.html").read_text()
+    assert "<h3>GPU nodes left out</h3>" in page and 'id="gc-left-out"' in page
+    assert "none: label nvidia.com/gpu.workload.config=vm-passthrough" in page
+
+
+def test_a_selector_leaves_the_other_pools_out_and_says_so(child):
+    res, s = child("--gpuconform-set", "nodes.selector=kubernetes.io/hostname=gpu-plain-0")
+    assert s["gpu_nodes"] == ["gpu-plain-0"] and s["exit_status"] == 0
+    assert s["left_out_nodes"]["gpu-mig-0"] == {
+        "why": "not-selected", "reason": "does not match nodes.selector 'kubernetes.io/hostname=gpu-plain-0'"}
+    assert s["left_out_nodes"]["gpu-vmpt-0"]["why"] == "not-selected"  # the selector is asked first
+
+
+def test_every_gpu_looking_node_left_out_is_still_not_exit_0(child):
+    res, s = child("--gpuconform-set", "nodes.selector=nvidia.com/gpu.workload.config",
+                   "--gpuconform-set", "nodes.exclude=kubernetes.io/hostname=gpu-vmpt-label-only-0")
+    assert s["gpu_nodes"] == [] and s["certified_nodes"] == []
+    assert s["exit_status"] == 6 and res.ret == 6
+    assert {v["why"] for v in s["left_out_nodes"].values()} == {"not-applicable", "not-selected", "excluded"}
+    assert any("nothing certified enough" in ln and "left out" in ln for ln in res.outlines + res.errlines)
