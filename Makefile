@@ -7,7 +7,7 @@ export KUBECONFIG := $(CURDIR)/.localcluster/kubeconfig
 SUITE_ARGS := --gpuconform-config localcluster/gpuconform.yaml
 APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static openssl iproute2 chromium
 
-.PHONY: soak gotest bench bench-scale lint help deps cluster-up cluster-down cluster-status faults fault fault-clear bed test unit demo suite cleanup
+.PHONY: gfd-labels soak gotest bench bench-scale lint help deps cluster-up cluster-down cluster-status faults fault fault-clear bed test unit demo suite cleanup
 
 help:
 	@echo "make demo | test | cluster-up | cluster-down | cluster-status | bed PROFILE=... LAYOUT=... | faults | fault NAME=... | fault-clear | cleanup [FORCE=1]"
@@ -52,6 +52,15 @@ bed:
 # The suite's own tests: unit, pytester, and end-to-end against the local test bed (healthy run + fault matrix).
 test: lint gotest cluster-up
 	$(PYTEST) testing -p no:cacheprovider
+
+# Re-records what NVIDIA's own GPU Feature Discovery writes for each hardware shape, over our mock NVML
+# (localcluster/mocknvml/README.md): testing/unit/data/gfd/*.labels, which testing/unit/test_gfd_recorded.py judges.
+GFD_TAG ?= v0.19.3
+gfd-labels:
+	localcluster/mocknvml/build.sh
+	GOMODCACHE=$$HOME/.cache/go/mod GOCACHE=$$HOME/.cache/go-build GOBIN=$$HOME/.cache/gpuconform/nvidia/$(GFD_TAG) \
+	  go install github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery@$(GFD_TAG)
+	GFD_TAG=$(GFD_TAG) localcluster/mocknvml/run_gfd.sh
 
 # The simulated plugin, nvidia-smi and vector-add stand-in, and the bed's kubelet-checkpoint tool (Go unit tests).
 gotest:

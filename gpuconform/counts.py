@@ -512,7 +512,7 @@ def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None =
 
 def may_count_one_model(node: dict, exp: Expectation) -> bool:
     """Whether `exp`'s count is GFD's nvidia.com/gpu.count and the node advertises more than it allows: GFD labels
-    one GPU model per node (the last model's labeler wins: NVIDIA/k8s-device-plugin v0.19.3 internal/lm/
+    one GPU model per node (the model whose labeler Go map order merges last: k8s-device-plugin v0.19.3 internal/lm/
     mig-strategy.go newGPULabelers), so a node with two models may be healthy; the PCI bus then decides."""
     cap, _ = advertised(node, exp.resource)
     return (exp.vendor == vendors.NVIDIA and exp.mig_strategy == "none" and exp.source.startswith("GFD label")

@@ -120,7 +120,7 @@ def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict)
     if vfio:
         ev["set aside for VMs (VFIO), not counted"] = [f"{g['address']} {g['driver']}" for g in vfio]
     out: list[Finding] = []
-    # GFD labels one model per node (the last model's labeler wins: NVIDIA/k8s-device-plugin v0.19.3 internal/lm/
+    # GFD labels one model per node, chosen by Go map order (NVIDIA/k8s-device-plugin v0.19.3 internal/lm/
     # mig-strategy.go newGPULabelers): on a node with several models its count is one model's
     one_model = exp.vendor == vendors.NVIDIA and len(models) > 1 and label_n in models.values()
     if one_model:

@@ -35,7 +35,7 @@ def node(name="gpu-a", labels=None, capacity=None, allocatable=None) -> dict:
 
 
 GFD4 = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "4",
-        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "nvidia.com/mig.strategy": "none"}
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}  # GFD writes no mig.strategy under none
 TS4 = {**GFD4, "nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4",
        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-SHARED"}
 
