@@ -171,9 +171,8 @@ def test_isolation_elsewhere_still_blames_the_runtime_and_plugin_setup():
 def _inventory():
     from fixtures import inventory
 
-    inv = inventory.Inventory.__new__(inventory.Inventory)
     api = SimpleNamespace(sanitize_for_serialization=lambda o: o)
-    inv.cluster = SimpleNamespace(api=api, request_timeout=5.0)
+    inv = inventory.Inventory(None, SimpleNamespace(api=api, request_timeout=5.0))
     return inv, inventory
 
 
