@@ -346,3 +346,37 @@ def test_policy_and_config_agree_on_sysfs(sysfs, ok):
     pytest.importorskip("celpy", reason="cel-python not installed (pip install -e '.[dev]')")
     assert gconfig.sysfs_path_ok(sysfs) is ok
     assert (refusals(shipped()[0], request("CREATE", "pods", host_path_pod(NODE, sysfs), ns=NODE)) == []) is ok
+
+
+# ---------------------------------------------------------------- reports leave the Job without the token
+
+SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def job_pod() -> dict:
+    job = yaml.safe_load((ROOT / "manifests" / "suite-job.yaml").read_text())
+    return job["spec"]["template"]
+
+
+def test_only_the_suite_container_holds_the_token_and_reports_are_fetched_from_one_without_it():
+    tpl = job_pod()
+    spec = tpl["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    ctrs = {c["name"]: c for c in spec["containers"] + spec.get("initContainers", [])}
+    token_vols = {v["name"] for v in spec["volumes"]
+                  if any("serviceAccountToken" in s for s in v.get("projected", {}).get("sources", []))}
+    holders = {n for n, c in ctrs.items() for m in c.get("volumeMounts", []) if m["name"] in token_vols}
+    assert holders == {"suite"} and all(m["mountPath"] == SA_PATH for m in ctrs["suite"]["volumeMounts"]
+                                        if m["name"] in token_vols)
+    fetch = tpl["metadata"]["annotations"]["kubectl.kubernetes.io/default-container"]
+    assert fetch == "reports" and fetch not in holders
+    sidecar = ctrs[fetch]
+    assert sidecar["restartPolicy"] == "Always" and sidecar["command"] == ["gpuconform-job", "--hold"]
+    assert [m["mountPath"] for m in sidecar["volumeMounts"]] == ["/reports"]
+    assert sidecar["image"] == ctrs["suite"]["image"]
+
+
+def test_the_readme_fetches_reports_only_from_the_tokenless_container():
+    text = (ROOT / "manifests" / "README.md").read_text()
+    cmds = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(("kubectl cp", "kubectl exec"))]
+    assert cmds and all("-c reports" in c for c in cmds), cmds
