@@ -126,3 +126,33 @@ def test_public_default_images_are_pinned_by_digest_or_unset():
     d = gconfig.DEFAULTS["images"]
     assert "@sha256:" in d["probe"] and len(d["probe"].rsplit(":", 1)[1]) == 64
     assert d["nodeProbe"] == ""
+
+
+# ---------------------------------------------------------------- the in-cluster image's dependencies
+
+def _canonical(name: str) -> str:
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_image_installs_its_python_dependencies_from_a_hash_lock_covering_pyproject():
+    import re
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    docker = (root / "manifests" / "Dockerfile").read_text()
+    runs = [ln for ln in docker.splitlines() if ln.startswith("RUN ") and "pip install" in ln]
+    assert runs and all("--require-hashes" in r and "-r /tmp/requirements.lock" in r for r in runs), runs
+    assert "COPY manifests/requirements.lock /tmp/requirements.lock" in docker
+    lock = (root / "manifests" / "requirements.lock").read_text()
+    entries = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+) \\\n((?:\s+--hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)",
+                         lock, re.M)
+    pinned = {_canonical(n) for n, _, _ in entries}
+    assert len(entries) == len([ln for ln in lock.splitlines() if re.match(r"^[A-Za-z0-9]", ln)]), \
+        "every requirement is pinned with == and followed by its hashes"
+    deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    wanted = {_canonical(re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0]) for d in deps}
+    assert wanted <= pinned, f"not in the lock: {sorted(wanted - pinned)}"
+    assert "--find-links" not in lock and "--index-url" not in lock  # no machine-specific sources
