@@ -306,6 +306,39 @@ SELECTOR = Str(name="label selector", rule="must be a label selector like a=b,c!
 # A RuntimeClass name is an object name: a lower-case RFC 1123 subdomain (k8s.io/apimachinery validation IsDNS1123Subdomain).
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 IMAGE = Str(name="image reference", rule="must be an image reference", required=True, test=lambda v: " " not in v)
+# The node probe's image has no default: it runs as uid 0 beside the kubelet's sockets, so the suite never picks one
+# for the user (a bare name such as gpuconform/suite resolves to Docker Hub, whose owner nobody here knows).
+NODE_PROBE_IMAGE = Str(name="image reference", rule="must be an image reference (or empty: not set)",
+                       test=lambda v: " " not in v)
+
+
+def _plain_host_dir(v: str) -> list[str] | None:
+    """An absolute host path's segments (one trailing '/' allowed), or None when it is not absolute or has an
+    empty, '.' or '..' segment (`/var//lib`, `/var/lib/../..`: a path whose meaning is not what it reads)."""
+    if not v.startswith("/") or any(c.isspace() or ord(c) < 32 for c in v):
+        return None
+    segs = v[1:].removesuffix("/").split("/") if v != "/" else []
+    return segs if segs and all(s not in ("", ".", "..") for s in segs) else None
+
+
+# The host paths the probes may mount (the admission policy in manifests/rbac-policy.yaml allows the same): the
+# kubelet's root directory wherever a distribution puts it (/var/lib/kubelet; k0s /var/lib/k0s/kubelet; MicroK8s
+# /var/snap/microk8s/common/var/lib/kubelet) ends in `kubelet`; sysfs is /sys, or a directory named `sys`
+# (a simulated PCI tree such as the test bed's), never /proc/sys. `/`, /etc or /root are refused.
+def kubelet_dir_ok(v: str) -> bool:
+    segs = _plain_host_dir(v)
+    return segs is not None and segs[-1] == "kubelet"
+
+
+def sysfs_path_ok(v: str) -> bool:
+    segs = _plain_host_dir(v)
+    return segs is not None and segs[-1] == "sys" and segs[0] != "proc"
+
+
+KUBELET_DIR = Str(name="host path", rule="must be the absolute path of the kubelet's root directory, ending in "
+                  "/kubelet (e.g. /var/lib/kubelet)", required=True, test=kubelet_dir_ok)
+SYSFS_PATH = Str(name="host path", rule="must be /sys or an absolute path ending in /sys outside /proc",
+                 required=True, test=sysfs_path_ok)
 DURATION = Duration()
 TIMEOUT = Duration(positive=True)
 _ANY = ("any",)  # "any": the check does not compare this setting
@@ -338,6 +371,11 @@ SECTIONS: dict[str, str] = {
                 "latencyRelative AND by more than latencyAbsolute (timestamps have 1 s resolution); a check regresses "
                 "when it passed before.",
 }
+
+# Docker's official busybox 1.36.1 by its multi-arch index digest, the one several public projects pin (read from
+# their sources; this repository's machines cannot reach the registry to resolve it again). A tag can be pushed
+# over; a digest names one image, and the pod fails with GPU-F14-IMAGE-PULL rather than run something else.
+BUSYBOX = "busybox:1.36.1@sha256:73aaf090f3d85aa34ee199857f03fa3a95c8ede2ffd4cc2cdb5b94e566b11662"
 
 _TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
@@ -405,11 +443,14 @@ FIELDS: tuple[Field, ...] = (
 
     Field("images.vectorAdd", IMAGE, "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
           "the CUDA vector-add sample run by the workload check"),
-    Field("images.probe", IMAGE, "busybox:1.36",
-          "the probe pods' image; needs sh, cat, ls; nvidia-smi comes from the runtime's injection"),
-    Field("images.nodeProbe", IMAGE, "gpuconform/suite:0.1.0",
+    Field("images.probe", IMAGE, BUSYBOX,
+          "the probe pods' image; needs sh, cat, ls; nvidia-smi comes from the runtime's injection. The default is "
+          "Docker's official busybox, pinned by digest"),
+    Field("images.nodeProbe", NODE_PROBE_IMAGE, "",
           "the node probe's image: the suite's own image (manifests/Dockerfile: Python with grpcio for the "
-          "kubelet's PodResources API); mirror it next to the other images"),
+          "kubelet's PodResources API), built and pushed to your registry, ideally named by digest. No default: "
+          "until it is set the node probe's checks report ENV-NOT-CHECKED (node probe image not set) and pull "
+          "nothing, since the probe runs as uid 0 beside the kubelet's sockets"),
     Field("images.pullPolicy", Enum(choices=("Always", "IfNotPresent", "Never")), "IfNotPresent",
           "imagePullPolicy of the test pods"),
     Field("images.pullSecrets", ListOf(item=lambda s: isinstance(s, str) and bool(s), name="list of names",
@@ -457,11 +498,12 @@ FIELDS: tuple[Field, ...] = (
     Field("nodeProbe.enabled", Bool(), True,
           "the privileged, read-only hostPath probes: the plugin socket listing, and the node probe reading the "
           "kubelet's PodResources API, its device checkpoint and the PCI tree (optional)"),
-    Field("nodeProbe.kubeletDir", Str(rule="must be an absolute path", test=lambda v: v.startswith("/")),
+    Field("nodeProbe.kubeletDir", KUBELET_DIR,
           "/var/lib/kubelet", "the kubelet's root directory on the nodes (--root-dir): device-plugins/ and "
-          "pod-resources/ are read below it"),
-    Field("nodeProbe.sysfsPath", Str(rule="must be an absolute path", test=lambda v: v.startswith("/")), "/sys",
-          "the host directory whose bus/pci/devices the node probe counts the vendor's GPU PCI functions in"),
+          "pod-resources/ are read below it (mounted read-only, nothing else of it)"),
+    Field("nodeProbe.sysfsPath", SYSFS_PATH, "/sys",
+          "the host directory whose bus/pci/devices the node probe counts the vendor's GPU PCI functions in "
+          "(mounted read-only, recursively where the runtime can)"),
     Field("keepNamespaceOnFailure", Bool(), False,
           "keep a failed check's pods and the run's namespace for inspection (delete them later with "
           "`make cleanup`)"),

@@ -8,6 +8,7 @@ Pod Security context unless it is the optional privileged node probe.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 
@@ -129,46 +130,76 @@ def vector_add_pod(name: str, namespace: str, run_id: str, node: str, cfg: Confi
                resource=resource, deadline=deadline, container="vectoradd")
 
 
+# The host readers' pod securityContext. seccomp RuntimeDefault is kept (Pod Security `privileged` does not ask
+# for it, but nothing these readers do needs a syscall it blocks). Non-root unless the read needs root.
+HOST_READER_POD = {**RESTRICTED_POD}
+HOST_READER_ROOT_POD = {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False,
+                        "seccompProfile": {"type": "RuntimeDefault"}}
+HOST_READER_CTR = {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                   "capabilities": {"drop": ["ALL"]}}
+NODE_PROBE_IMAGE_UNSET = ("node probe image not set (images.nodeProbe): the suite pulls no image of unknown origin "
+                          "to run as root beside the kubelet's sockets; build manifests/Dockerfile, push it to your "
+                          "registry and name it there")
+
+
 def _host_reader(p: dict, mounts: dict[str, tuple[str, str]], run_as_root: bool = False) -> dict:
     """Turns a test pod into a privileged-namespace reader of host paths: read-only hostPath mounts
-    {name: (host path, mount path)}, a read-only root filesystem, no capabilities, no RuntimeClass (it needs no
-    devices, and a missing GPU runtime must not hide the node's evidence). `run_as_root` for reading root-owned
-    sockets and files (uid 0 without capabilities: only the owner's permission bits)."""
+    {name: (host path, mount path)}, a read-only root filesystem, no capabilities, seccomp RuntimeDefault, no
+    RuntimeClass (it needs no devices, and a missing GPU runtime must not hide the node's evidence). `run_as_root`
+    for reading root-owned sockets (uid 0 without capabilities: only the owner's permission bits).
+
+    `recursiveReadOnly: IfPossible`: a plain readOnly bind mount leaves the submounts below it writable (/sys has
+    cgroupfs, debugfs, ...); the kubelet makes them read-only too where the runtime supports it (KEP-3857:
+    alpha 1.30, beta and on by default 1.31, GA 1.33) and falls back to readOnly elsewhere. It needs
+    `readOnly: true` and no mountPropagation; an API server that predates the field drops it."""
     spec = p["spec"]
-    spec["securityContext"] = {"runAsUser": 0, "runAsNonRoot": False} if run_as_root else {}
+    spec["securityContext"] = copy.deepcopy(HOST_READER_ROOT_POD if run_as_root else HOST_READER_POD)
     spec.pop("runtimeClassName", None)
     ctr = spec["containers"][0]
-    ctr["securityContext"] = {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
-                              "capabilities": {"drop": ["ALL"]}}
-    ctr["volumeMounts"] = [{"name": n, "mountPath": m, "readOnly": True} for n, (_, m) in mounts.items()]
+    ctr["securityContext"] = copy.deepcopy(HOST_READER_CTR)
+    ctr["volumeMounts"] = [{"name": n, "mountPath": m, "readOnly": True, "recursiveReadOnly": "IfPossible"}
+                           for n, (_, m) in mounts.items()]
     spec["volumes"] = [{"name": n, "hostPath": {"path": h, "type": "Directory"}} for n, (h, _) in mounts.items()]
     return p
 
 
+def _kubelet_dir(cfg: Config) -> str:
+    return cfg.get("nodeProbe.kubeletDir").rstrip("/")
+
+
 def socket_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict,
                      deadline: float) -> dict:
-    """Privileged-namespace probe listing the kubelet's device-plugins dir through a read-only hostPath."""
+    """Privileged-namespace probe listing the kubelet's device-plugins dir through a read-only hostPath. Runs as
+    a non-root user: listing a directory needs its r and x bits for others, which the kubelet's 0755 directory
+    has; and a non-root process cannot connect() to the root-owned sockets in it (connect needs write permission
+    on the socket file, unix(7)), so this probe cannot talk to the kubelet's Registration service or a plugin."""
     cfg = view(cfg)
     p = pod(name, namespace, run_id, "plugin-socket", node, cfg, image=cfg.get("images.probe"), gpus=0,
             command=["sh", "-c", "ls -la /device-plugins/"], deadline=deadline, best_effort=True)
-    return _host_reader(p, {"dp": (cfg.get("nodeProbe.kubeletDir").rstrip("/") + "/device-plugins",
-                                   "/device-plugins")})
+    return _host_reader(p, {"dp": (_kubelet_dir(cfg) + "/device-plugins", "/device-plugins")})
 
 
 def node_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict, deadline: float) -> dict:
     """The node probe (gpuconform/nodeprobe.py in the suite's own image): reads the kubelet's PodResources API
     (List, GetAllocatableResources), its device checkpoint and the host's PCI tree through read-only hostPaths,
-    and prints one JSON report. Runs as uid 0 without capabilities: the kubelet's socket is root's."""
+    and prints one JSON report. Runs as uid 0 without capabilities: connect() on a unix socket needs write
+    permission on the socket file (unix(7)), and the kubelet creates pod-resources/kubelet.sock as root with its
+    umask (srwxr-xr-x under the usual 022), so no other uid or group can call the PodResources API. Mounts only
+    the two kubelet directories it reads and sysfs. Refuses to build without images.nodeProbe (no default)."""
     cfg = view(cfg)
-    kubelet = cfg.get("nodeProbe.kubeletDir").rstrip("/")
+    image = cfg.get("images.nodeProbe")
+    if not image:
+        raise ValueError(NODE_PROBE_IMAGE_UNSET)
+    kubelet = _kubelet_dir(cfg)
     cmd = ["python3", "-m", "gpuconform.nodeprobe", "--pod-resources", "/kubelet/pod-resources/kubelet.sock",
            "--device-plugins", "/kubelet/device-plugins", "--sysfs", "/host/sys",
            "--vendor", vendors.PCI_VENDOR.get(cfg.get("vendor"), vendors.PCI_VENDOR[vendors.NVIDIA])]
-    p = pod(name, namespace, run_id, "node-probe", node, cfg, image=cfg.get("images.nodeProbe"), gpus=0,
+    p = pod(name, namespace, run_id, "node-probe", node, cfg, image=image, gpus=0,
             command=cmd, deadline=deadline, container="nodeprobe", best_effort=True)
+    sysfs = cfg.get("nodeProbe.sysfsPath").rstrip("/") or "/"
     return _host_reader(p, {"pod-resources": (kubelet + "/pod-resources", "/kubelet/pod-resources"),
                             "device-plugins": (kubelet + "/device-plugins", "/kubelet/device-plugins"),
-                            "sys": (cfg.get("nodeProbe.sysfsPath"), "/host/sys")}, run_as_root=True)
+                            "sys": (sysfs, "/host/sys")}, run_as_root=True)
 
 
 # ------------------------------------------------------------------ classification

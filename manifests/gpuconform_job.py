@@ -11,10 +11,14 @@ and used as the command of manifests/suite-job.yaml. What it does:
 2. writes the suite's exit code to $GPUCONFORM_REPORT_DIR/exit-code (the pod turns Ready: reports are complete)
    and prints one line `GPUCONFORM_SUMMARY {...}` with summary.json, so `kubectl logs` always has the verdict;
 3. stays alive for the retrieval window ($GPUCONFORM_RETRIEVAL_WINDOW seconds, default 900; 0 = none) so the
-   reports can be copied out (`kubectl cp`, `kubectl exec ... cat`), ending early when a file named `done`
-   appears in the report directory or on SIGTERM;
+   reports can be copied out of the pod's `reports` container (`kubectl cp -c reports`, `kubectl exec -c reports
+   ... cat`), ending early when a file named `done` appears in the report directory or on SIGTERM;
 4. exits with the suite's exit code (0 all certified, 1 violations/errors, 6 nothing certified, 7 pre-flight
    failed, ... see README.md), so the Job is Complete or Failed accordingly.
+
+`gpuconform-job --hold` is the pod's `reports` sidecar: it only waits for SIGTERM (the kubelet sends it once the
+suite's container has exited). It shares the report directory and has no ServiceAccount token, so whoever fetches
+the reports (`kubectl cp`, `kubectl exec`) never enters the container that holds the suite's credentials.
 """
 
 from __future__ import annotations
@@ -34,10 +38,23 @@ def say(msg: str) -> None:
     print(f"[gpuconform-job {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+def hold() -> int:
+    """The reports sidecar: nothing to do but be there until the pod ends. A handler is needed: as PID 1 in its
+    container a signal without one is ignored, and the pod would wait out its grace period."""
+    stop: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, frame: stop.append(signum))
+    while not stop:
+        time.sleep(1)
+    return 0
+
+
 def main(args: list[str]) -> int:
     if args[:1] in (["-h"], ["--help"]):
         print(__doc__)
         return 0
+    if args == ["--hold"]:
+        return hold()
     reports = Path(os.environ.get("GPUCONFORM_REPORT_DIR", "/reports"))
     window = float(os.environ.get("GPUCONFORM_RETRIEVAL_WINDOW", "900"))
     reports.mkdir(parents=True, exist_ok=True)
@@ -71,8 +88,8 @@ def main(args: list[str]) -> int:
     if stopping or window <= 0:
         return rc
     pod = os.environ.get("HOSTNAME", "<pod>")
-    say(f"fetch within {window:.0f}s: kubectl cp <namespace>/{pod}:{reports} ./gpuconform-reports ; "
-        f"then end the pod early with: kubectl exec -n <namespace> {pod} -- touch {reports}/done")
+    say(f"fetch within {window:.0f}s: kubectl cp -c reports <namespace>/{pod}:{reports} ./gpuconform-reports ; "
+        f"then end the pod early with: kubectl exec -n <namespace> -c reports {pod} -- touch {reports}/done")
     deadline = time.monotonic() + window
     while time.monotonic() < deadline and not stopping and not (reports / "done").exists():
         time.sleep(1)

@@ -251,8 +251,11 @@ def test_job_runs_the_suite_in_cluster_and_its_reports_can_be_fetched(suite_imag
         name = pod["metadata"]["name"]
         assert exit_code(pod) is None, "the pod ended before its retrieval window"
         out = tmp_path / "reports"
-        kubectl("cp", f"{NS}/{name}:/reports", str(out))  # the documented way: needs tar in the image
-        kubectl("exec", "-n", NS, name, "--", "touch", "/reports/done")
+        # the documented way, from the sidecar without the ServiceAccount token (needs tar in the image)
+        kubectl("cp", "-c", "reports", f"{NS}/{name}:/reports", str(out))
+        token_in_reports = kubectl("exec", "-n", NS, "-c", "reports", name, "--", "ls",
+                                   "/var/run/secrets/kubernetes.io/serviceaccount", check=False)
+        kubectl("exec", "-n", NS, "-c", "reports", name, "--", "touch", "/reports/done")
         job = job_finished()
         pod = get("pod", "-n", NS, name)
         log = kubectl("logs", "-n", NS, name)
@@ -261,6 +264,7 @@ def test_job_runs_the_suite_in_cluster_and_its_reports_can_be_fetched(suite_imag
         t_run = time.monotonic() - t_locked
     print(f"in-cluster run: {t_run:.0f}s with the lock, {time.monotonic() - t0:.0f}s in all")
 
+    assert "token" not in token_in_reports, "the reports container must not hold the ServiceAccount token"
     summary = json.loads((out / "summary.json").read_text())
     bad = [r for r in summary["results"] if r["outcome"] != "passed"]
     assert not bad, json.dumps(bad, indent=1)

@@ -142,6 +142,7 @@ def test_other_sandbox_failures_and_started_pods_are_left_to_the_wait():
 
 def test_runtime_class_and_env_go_on_workload_pods_but_not_on_host_readers():
     c = cfg(runtimeClassName="nvidia")
+    c["images"] = {**c["images"], "nodeProbe": "mirror/suite:1"}
     m = pods.probe_pod("iso", "ns", "r1", "isolation", "n1", c, 0, env={"NVIDIA_VISIBLE_DEVICES": "all"})
     assert m["spec"]["runtimeClassName"] == "nvidia"
     assert m["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
@@ -259,7 +260,7 @@ def test_pod_manifest():
     assert sc["runAsNonRoot"] is True and sc["seccompProfile"] == {"type": "RuntimeDefault"}
     ctr = spec["containers"][0]
     assert ctr["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-    assert ctr["image"] == "busybox:1.36" and ctr["imagePullPolicy"] == "Always"
+    assert ctr["image"] == gconfig.BUSYBOX and ctr["imagePullPolicy"] == "Always"
     assert ctr["resources"]["limits"] == {"nvidia.com/gpu": "2"}
     assert ctr["command"][:2] == ["sh", "-c"] and "== nvidia-smi -L ==" in ctr["command"][2]
 

@@ -1,0 +1,177 @@
+"""End-to-end: the shipped RBAC plus admission policy (manifests/rbac.yaml, manifests/rbac-policy.yaml) refuse each
+misuse of the suite's ServiceAccount token on a real API server, and admit what the suite itself sends.
+
+namespace.yaml, rbac.yaml and rbac-policy.yaml are applied as shipped; every request below is made with a fresh
+token of `gpuconform-system/gpuconform` (the identity the policy is bound to), not by impersonation. Writes that
+must be refused are sent with `--dry-run=server` (admission runs, nothing is stored even if the policy were to
+let one through) and must fail naming the policy, so a refusal for another reason (RBAC, Pod Security) does not
+count. The suite's own run namespaces are created for real by the ServiceAccount and deleted by it at the end; its
+pods (built by gpuconform/pods.py from the bed's config) are sent with `--dry-run=server`. Holds the bed's suite
+lock while the policy is installed (it applies cluster-wide to that ServiceAccount; test_incluster.py installs
+the same objects). Needs the local cluster (`make cluster-up`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+from bedtools import KUBECTL, KUBECONFIG, ROOT, as_list, kubectl, token_kubeconfig
+from test_incluster import NS, delete_all, suite_lock
+
+POLICY = "gpuconform-writes"
+REFUSED = f"ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request"
+RUN = f"vap-{secrets.token_hex(3)}"
+MAIN, NODE = f"gpuconform-{RUN}", f"gpuconform-{RUN}-node"
+FOREIGN = f"gc-foreign-{secrets.token_hex(3)}"
+GPU_NODE = "gpu-node-0"
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
+                                                  reason="local cluster not running (make cluster-up)")]
+
+
+def shipped_identity() -> list[dict]:
+    """The runner namespace, the ServiceAccount with its ClusterRoles, and the admission policy, as shipped."""
+    objs = []
+    for f in ("namespace.yaml", "rbac.yaml", "rbac-policy.yaml"):
+        objs += [o for o in yaml.safe_load_all((ROOT / "manifests" / f).read_text()) if o]
+    return objs
+
+
+def as_sa(kubeconfig: Path, *args: str, obj: dict | None = None) -> subprocess.CompletedProcess:
+    """kubectl as the ServiceAccount (its token kubeconfig); output captured, never asserted here."""
+    return subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), *args], capture_output=True, text=True,
+                          input=json.dumps(obj) if obj is not None else None, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"})
+
+
+def run_namespace(name: str, level: str) -> dict:
+    """As fixtures/namespaces.py creates it."""
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": name, "annotations": {"gpuconform.dev/heartbeat": "2026-12-04T10:11:12Z"},
+        "labels": {"app.kubernetes.io/part-of": "gpuconform", "gpuconform.dev/run": RUN,
+                   "pod-security.kubernetes.io/enforce": level, "pod-security.kubernetes.io/warn": level}}}
+
+
+def bed_cfg():
+    from gpuconform import config
+
+    return config.load(ROOT / "localcluster" / "gpuconform.yaml", environ={})
+
+
+def suite_pods() -> list[dict]:
+    from gpuconform import pods
+
+    cfg = bed_cfg()
+    return [pods.probe_pod(f"count-{GPU_NODE}", MAIN, RUN, "count", GPU_NODE, cfg, gpus=1, resource="nvidia.com/gpu"),
+            pods.vector_add_pod(f"va-{GPU_NODE}", MAIN, RUN, GPU_NODE, cfg, 60, "nvidia.com/gpu"),
+            pods.socket_probe_pod(f"socket-{GPU_NODE}", NODE, RUN, GPU_NODE, cfg, 60),
+            pods.node_probe_pod(f"nodeprobe-hw-{GPU_NODE}", NODE, RUN, GPU_NODE, cfg, 60)]
+
+
+def hostile_pod(namespace: str, name: str, **spec_over) -> dict:
+    """A suite-shaped pod (so only the hostile edit can be what is refused)."""
+    from gpuconform import pods
+
+    p = pods.probe_pod(name, namespace, RUN, "count", GPU_NODE, bed_cfg(), gpus=0)
+    p["spec"].update(spec_over)
+    return p
+
+
+def host_root_pod() -> dict:
+    p = hostile_pod(NODE, "hostroot", volumes=[{"name": "root", "hostPath": {"path": "/"}}])
+    p["spec"]["containers"][0]["volumeMounts"] = [{"name": "root", "mountPath": "/host", "readOnly": True}]
+    return p
+
+
+def privileged_pod() -> dict:
+    p = hostile_pod(NODE, "priv")
+    p["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    return p
+
+
+@pytest.fixture(scope="module")
+def sa(tmp_path_factory) -> Iterator[Path]:
+    """The shipped identity and policy installed, a token kubeconfig of the ServiceAccount, the run's two
+    namespaces created by it, and a foreign namespace made by the admin; all removed afterwards."""
+    objs = shipped_identity()
+    kc = tmp_path_factory.mktemp("sa") / "kubeconfig"
+    with suite_lock():
+        delete_all(objs)  # leftovers of an interrupted earlier run
+        try:
+            kubectl("apply", "-f", "-", input=as_list(objs))
+            token_kubeconfig(kc, NS, "gpuconform")
+            kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+                "name": FOREIGN, "labels": {"app.kubernetes.io/part-of": "gpuconform"}}}))
+            # the policy is enforced once the API server has loaded it (about a second): wait for a known refusal
+            end, last = time.monotonic() + 60, None
+            while time.monotonic() < end:
+                last = as_sa(kc, "delete", "namespace", FOREIGN, "--dry-run=server")
+                if REFUSED in last.stderr:
+                    break
+                time.sleep(1)
+            else:
+                pytest.fail(f"the policy was not enforced within 60s; last answer: {last and last.stderr}")
+            for name, level in ((MAIN, "restricted"), (NODE, "privileged")):
+                out = as_sa(kc, "create", "-f", "-", obj=run_namespace(name, level))
+                assert out.returncode == 0, f"the suite's own namespace {name} was refused: {out.stderr}"
+            yield kc
+        finally:
+            for name in (MAIN, NODE):
+                gone = as_sa(kc, "delete", "namespace", name, "--wait=false", "--ignore-not-found")
+                if gone.returncode:
+                    kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+            kubectl("delete", "namespace", FOREIGN, "--wait=false", "--ignore-not-found", check=False)
+            delete_all(objs)
+
+
+def test_the_suites_own_requests_are_admitted(sa):
+    beat = as_sa(sa, "annotate", "namespace", MAIN, "gpuconform.dev/heartbeat=2026-12-04T10:12:12Z", "--overwrite")
+    assert beat.returncode == 0, f"heartbeat patch refused: {beat.stderr}"
+    for p in suite_pods():
+        out = as_sa(sa, "create", "--dry-run=server", "-f", "-", obj=p)
+        assert out.returncode == 0, f"the suite's pod {p['metadata']['name']} was refused: {out.stderr}"
+    gone = as_sa(sa, "delete", "namespace", NODE, "--dry-run=server")
+    assert gone.returncode == 0, f"deleting its own namespace was refused: {gone.stderr}"
+
+
+MISUSES = {
+    "a privileged namespace under another name": ("create", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": f"gc-evil-{secrets.token_hex(3)}", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}),
+    "a run-like namespace without the run label": ("create", {"apiVersion": "v1", "kind": "Namespace",
+                                                              "metadata": {"name": f"gpuconform-{RUN}x-node"}}),
+    "a pod in kube-system": ("create", lambda: hostile_pod("kube-system", "evil")),
+    "a hostPath / pod": ("create", host_root_pod),
+    "a privileged pod in the run's privileged namespace": ("create", privileged_pod),
+    "a hostPID pod": ("create", lambda: hostile_pod(NODE, "hostpid", hostPID=True)),
+    "a pod pinned to a node by spec.nodeName": ("create", lambda: hostile_pod(NODE, "pinned", nodeName=GPU_NODE)),
+    # (deleting kube-system itself is refused earlier by the NamespaceLifecycle admission plugin, for everyone:
+    # testing/unit/test_admission_policy.py shows the policy refuses it too)
+    "deleting gpuconform-system": ("delete", ["namespace", NS]),
+    "deleting another team's namespace labelled part-of=gpuconform": ("delete", ["namespace", FOREIGN]),
+    "relabelling the restricted run namespace privileged": ("label", ["namespace", MAIN,
+                                                                      "pod-security.kubernetes.io/enforce=privileged",
+                                                                      "--overwrite"]),
+    "labelling a foreign namespace as a run's": ("label", ["namespace", FOREIGN, f"gpuconform.dev/run={RUN}"]),
+}
+
+
+@pytest.mark.parametrize("misuse", sorted(MISUSES))
+def test_each_misuse_of_the_token_is_refused_by_the_policy(sa, misuse):
+    verb, what = MISUSES[misuse]
+    if verb == "create":
+        obj = what() if callable(what) else what
+        out = as_sa(sa, "create", "--dry-run=server", "-f", "-", obj=obj)
+    else:
+        out = as_sa(sa, verb, "--dry-run=server", *what)
+    assert out.returncode != 0, f"{misuse}: admitted\n{out.stdout}"
+    assert REFUSED in out.stderr, f"{misuse}: refused, but not by the policy: {out.stderr}"
+    if misuse.startswith("deleting another team's"):
+        assert kubectl("get", "namespace", FOREIGN, "-o", "name").strip() == f"namespace/{FOREIGN}"

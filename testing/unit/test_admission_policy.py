@@ -1,0 +1,382 @@
+"""The shipped admission policy (manifests/rbac-policy.yaml) lets the suite's ServiceAccount do what the suite does
+and refuses each misuse of its token that issue 18 names: a privileged namespace under another name, a hostPath `/`
+pod or a pod pinned to a node, a pod in kube-system, deleting or relabelling a namespace that is not a run's.
+
+The policy's CEL is evaluated with cel-python (a dev dependency) against recorded requests: the suite's own
+namespaces and pods as its code builds them (fixtures/namespaces.py, gpuconform/pods.py) and a table of hostile
+ones. The Kubernetes-only CEL libraries are not used in `expression`s (only in one messageExpression), so standard
+CEL evaluates them as the API server does; an expression that errors counts as a refusal (failurePolicy: Fail).
+Without cel-python the structural test still checks that each misuse has its validation, on the right field.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuconform import config as gconfig, pods
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY_FILE = ROOT / "manifests" / "rbac-policy.yaml"
+SA = "system:serviceaccount:gpuconform-system:gpuconform"
+RUN = "20261204-101010-a1b2c3"
+
+
+def shipped() -> tuple[dict, dict]:
+    docs = [d for d in yaml.safe_load_all(POLICY_FILE.read_text()) if d]
+    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
+    binding = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding")
+    return policy, binding
+
+
+# ---------------------------------------------------------------- recorded requests
+
+def suite_namespace(privileged: bool, run: str = RUN) -> dict:
+    """The namespace exactly as fixtures/namespaces.py creates it (through a recording fake client), plus the
+    label the API server adds before validating admission (kubernetes.io/metadata.name)."""
+    from fixtures import namespaces
+
+    sent: list[dict] = []
+
+    class Core:
+        def create_namespace(self, body: dict) -> None:
+            sent.append(copy.deepcopy(body))
+
+    class Cluster:
+        core = Core()
+
+    spaces = namespaces.Namespaces(Cluster(), run)  # type: ignore[arg-type]
+    say, namespaces.log = namespaces.log, lambda msg: None  # quiet at collection time
+    try:
+        spaces.ensure(privileged=privileged)
+    finally:
+        spaces._ended.set()  # stops the heartbeat thread ensure() started
+        namespaces.log = say
+    ns = sent[0]
+    ns["metadata"]["labels"]["kubernetes.io/metadata.name"] = ns["metadata"]["name"]
+    return ns
+
+
+def namespace(name: str, **labels: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name, **labels}}}
+
+
+def bed_config() -> gconfig.Config:
+    return gconfig.load(ROOT / "localcluster" / "gpuconform.yaml", environ={})
+
+
+def default_config_with_image() -> gconfig.Config:
+    return gconfig.load(None, environ={"GPUCONFORM_IMAGES_NODE_PROBE": "registry.example/gpuconform/suite@sha256:"
+                                                                       + "1" * 64})
+
+
+def suite_pods(cfg: gconfig.Config) -> list[dict]:
+    main, node = f"gpuconform-{RUN}", f"gpuconform-{RUN}-node"
+    return [pods.probe_pod("count-n1", main, RUN, "count", "n1", cfg, gpus=1, resource="nvidia.com/gpu"),
+            pods.probe_pod("topo-n1", main, RUN, "topology", "n1", cfg, gpus=1, resource="nvidia.com/gpu",
+                           guaranteed_cpus=1),
+            pods.vector_add_pod("va-n1", main, RUN, "n1", cfg, 60, "nvidia.com/gpu"),
+            pods.socket_probe_pod("socket-n1", node, RUN, "n1", cfg, 60),
+            pods.node_probe_pod("nodeprobe-hw-n1", node, RUN, "n1", cfg, 60)]
+
+
+def request(op: str, resource: str, obj: dict | None = None, old: dict | None = None, ns: dict | None = None,
+            user: str = SA) -> dict:
+    """The admission request's CEL variables as a ValidatingAdmissionPolicy sees them."""
+    subject = obj or old or {}
+    return {"request": {"operation": op, "userInfo": {"username": user},
+                        "resource": {"group": "", "version": "v1", "resource": resource},
+                        "name": subject.get("metadata", {}).get("name", ""),
+                        "namespace": (ns or {}).get("metadata", {}).get("name", "")},
+            "object": obj, "oldObject": old, "namespaceObject": ns}
+
+
+def pod_in(ns: dict, **spec_over: Any) -> dict:
+    """A suite-shaped pod in `ns` (its run label), with `spec_over` applied: the hostile edits."""
+    run = ns["metadata"]["labels"].get("gpuconform.dev/run", RUN)
+    p = pods.probe_pod("p", ns["metadata"]["name"], run, "count", "n1", bed_config(), gpus=0)
+    p["spec"].update(spec_over)
+    return p
+
+
+def host_path_pod(ns: dict, path: str, read_only: bool = True) -> dict:
+    p = pod_in(ns, volumes=[{"name": "h", "hostPath": {"path": path}}])
+    p["spec"]["containers"][0]["volumeMounts"] = [{"name": "h", "mountPath": "/host", "readOnly": read_only}]
+    return p
+
+
+def with_container(ns: dict, **sc: Any) -> dict:
+    p = pod_in(ns)
+    p["spec"]["containers"][0]["securityContext"] = {**p["spec"]["containers"][0]["securityContext"], **sc}
+    return p
+
+
+MAIN = suite_namespace(False)
+NODE = suite_namespace(True)
+KUBE_SYSTEM = namespace("kube-system")
+TEAM = namespace("team-a-prod", **{"app.kubernetes.io/part-of": "gpuconform"})
+SYSTEM = namespace("gpuconform-system", **{"app.kubernetes.io/name": "gpuconform"})
+
+
+def relabelled(ns: dict, **labels: str) -> dict:
+    out = copy.deepcopy(ns)
+    out["metadata"]["labels"].update(labels)
+    return out
+
+
+def init_privileged() -> dict:
+    p = pod_in(NODE)
+    ctr = copy.deepcopy(p["spec"]["containers"][0])
+    ctr["name"] = "init"
+    ctr["securityContext"] = {"privileged": True}
+    p["spec"]["initContainers"] = [ctr]
+    return p
+
+
+# (id, request, a unique piece of the validation that must refuse it, the field that validation must name)
+MISUSES: list[tuple[str, dict, str, str]] = [
+    ("privileged namespace under another name",
+     request("CREATE", "namespaces", namespace("team-x", **{"pod-security.kubernetes.io/enforce": "privileged"})),
+     "only its run namespaces", "gpuconform.dev/run"),
+    ("run-like name without the run label",
+     request("CREATE", "namespaces", namespace(f"gpuconform-{RUN}-node")), "only its run namespaces",
+     "gpuconform.dev/run"),
+    ("run label that does not match the name",
+     request("CREATE", "namespaces", relabelled(NODE, **{"gpuconform.dev/run": "other"})),
+     "only its run namespaces", "metadata.name"),
+    ("the suite's own system namespace taken as a run",
+     request("CREATE", "namespaces", relabelled(namespace("gpuconform-system"), **{
+         "gpuconform.dev/run": "system", "app.kubernetes.io/part-of": "gpuconform"})),
+     "only its run namespaces", "gpuconform-system"),
+    ("the restricted run namespace created privileged",
+     request("CREATE", "namespaces", relabelled(MAIN, **{"pod-security.kubernetes.io/enforce": "privileged"})),
+     "Pod Security restricted", "pod-security.kubernetes.io/enforce"),
+    ("the restricted run namespace patched to privileged",
+     request("UPDATE", "namespaces", relabelled(MAIN, **{"pod-security.kubernetes.io/enforce": "privileged"}), MAIN),
+     "never its labels", "labels"),
+    ("a foreign namespace patched into a run namespace",
+     request("UPDATE", "namespaces", relabelled(namespace(f"gpuconform-{RUN}"), **MAIN["metadata"]["labels"]),
+             namespace(f"gpuconform-{RUN}")),
+     "never its labels", "oldObject.metadata.labels"),
+    ("deleting kube-system", request("DELETE", "namespaces", old=KUBE_SYSTEM), "only its run namespaces", "run"),
+    ("deleting another team's namespace with the part-of label", request("DELETE", "namespaces", old=TEAM),
+     "only its run namespaces", "app.kubernetes.io/part-of"),
+    ("deleting gpuconform-system", request("DELETE", "namespaces", old=SYSTEM), "only its run namespaces",
+     "gpuconform-system"),
+    ("a pod in kube-system", request("CREATE", "pods", pod_in(KUBE_SYSTEM), ns=KUBE_SYSTEM),
+     "only its run namespaces", "namespaceObject"),
+    ("deleting a pod in kube-system", request("DELETE", "pods", old=pod_in(KUBE_SYSTEM), ns=KUBE_SYSTEM),
+     "only its run namespaces", "namespaceObject"),
+    ("hostPath / in the -node namespace", request("CREATE", "pods", host_path_pod(NODE, "/"), ns=NODE),
+     "mounts host paths only", "hostPath.path"),
+    ("hostPath /etc", request("CREATE", "pods", host_path_pod(NODE, "/etc"), ns=NODE), "mounts host paths only",
+     "hostPath.path"),
+    ("hostPath /proc/sys", request("CREATE", "pods", host_path_pod(NODE, "/proc/sys"), ns=NODE),
+     "mounts host paths only", "/proc/"),
+    ("hostPath with back-steps", request("CREATE", "pods", host_path_pod(NODE, "/var/lib/kubelet/../../../etc/kubelet"
+                                                                             "/device-plugins"), ns=NODE),
+     "mounts host paths only", "[.][.]"),
+    ("an allowed hostPath in the restricted namespace",
+     request("CREATE", "pods", host_path_pod(MAIN, "/var/lib/kubelet/pod-resources"), ns=MAIN),
+     "mounts host paths only", "isNodeNs"),
+    ("an allowed hostPath mounted writable",
+     request("CREATE", "pods", host_path_pod(NODE, "/var/lib/kubelet/device-plugins", read_only=False), ns=NODE),
+     "host paths read-only", "readOnly"),
+    ("a privileged container", request("CREATE", "pods", with_container(NODE, privileged=True), ns=NODE),
+     "never privileged", "privileged"),
+    ("a privileged init container", request("CREATE", "pods", init_privileged(), ns=NODE), "never privileged",
+     "initContainers"),
+    ("an added capability",
+     request("CREATE", "pods", with_container(NODE, capabilities={"drop": ["ALL"], "add": ["SYS_ADMIN"]}), ns=NODE),
+     "never privileged", "capabilities.add"),
+    ("privilege escalation", request("CREATE", "pods", with_container(NODE, allowPrivilegeEscalation=True), ns=NODE),
+     "never privileged", "allowPrivilegeEscalation"),
+    ("seccomp Unconfined on a container",
+     request("CREATE", "pods", with_container(NODE, seccompProfile={"type": "Unconfined"}), ns=NODE),
+     "never privileged", "seccompProfile"),
+    ("hostPID", request("CREATE", "pods", pod_in(NODE, hostPID=True), ns=NODE), "no host namespace", "hostPID"),
+    ("hostNetwork", request("CREATE", "pods", pod_in(NODE, hostNetwork=True), ns=NODE), "no host namespace",
+     "hostNetwork"),
+    ("a pod pinned to a node by spec.nodeName", request("CREATE", "pods", pod_in(NODE, nodeName="n1"), ns=NODE),
+     "spec.nodeName", "nodeName"),
+    ("a pod mounting a ServiceAccount token",
+     request("CREATE", "pods", pod_in(MAIN, automountServiceAccountToken=True), ns=MAIN), "no ServiceAccount token",
+     "automountServiceAccountToken"),
+    ("a pod without the run label",
+     request("CREATE", "pods", {**pod_in(MAIN), "metadata": {"name": "p", "namespace": MAIN["metadata"]["name"]}},
+             ns=MAIN), "run label", "object.metadata.labels"),
+]
+
+
+def allowed_requests() -> list[tuple[str, dict]]:
+    beat = relabelled(MAIN)
+    beat["metadata"]["annotations"] = {"gpuconform.dev/heartbeat": "2026-12-04T10:11:12Z"}
+    out = [("create the run namespace", request("CREATE", "namespaces", MAIN)),
+           ("create the -node namespace", request("CREATE", "namespaces", NODE)),
+           ("heartbeat patch", request("UPDATE", "namespaces", beat, MAIN)),
+           ("delete the run namespace", request("DELETE", "namespaces", old=MAIN)),
+           ("delete the -node namespace", request("DELETE", "namespaces", old=NODE)),
+           ("delete a suite pod", request("DELETE", "pods", old=pod_in(MAIN), ns=MAIN)),
+           ("another user's privileged pod (not this policy's business)",
+            request("CREATE", "pods", with_container(KUBE_SYSTEM, privileged=True), ns=KUBE_SYSTEM,
+                    user="kubernetes-admin"))]
+    for label, cfg in (("bed", bed_config()), ("default", default_config_with_image())):
+        for p in suite_pods(cfg):
+            ns = NODE if p["metadata"]["namespace"].endswith("-node") else MAIN
+            out.append((f"{label} config: {p['metadata']['name']}", request("CREATE", "pods", p, ns=ns)))
+    return out
+
+
+# ---------------------------------------------------------------- evaluation with cel-python
+
+def refusals(policy: dict, req: dict) -> list[str]:
+    """The messages of the validations that refuse `req` ([] = admitted); an expression that errors refuses."""
+    import celpy
+    from celpy import celtypes
+
+    spec = policy["spec"]
+    rule = spec["matchConstraints"]["resourceRules"][0]
+    if req["request"]["resource"]["resource"] not in rule["resources"] or \
+            req["request"]["operation"] not in rule["operations"]:
+        return []
+    env = celpy.Environment()
+
+    def run(expr: str, act: dict) -> Any:
+        return env.program(env.compile(expr)).evaluate(act)
+
+    act: dict = {k: celpy.json_to_cel(v) for k, v in req.items()}
+    for cond in spec.get("matchConditions", []):
+        if not bool(run(cond["expression"], act)):
+            return []
+    variables: dict = {}
+    for var in spec.get("variables", []):
+        try:
+            variables[celtypes.StringType(var["name"])] = run(var["expression"], {**act,
+                                                                                   "variables": celtypes.MapType(variables)})
+        except celpy.CELEvalError:
+            pass  # like the API server: an error only where a validation uses it
+    act["variables"] = celtypes.MapType(variables)
+    out = []
+    for v in spec["validations"]:
+        try:
+            ok = run(v["expression"], act)
+        except celpy.CELEvalError as e:
+            ok = celtypes.BoolType(False)
+            v = {**v, "message": f"{v.get('message') or v['messageExpression']} (error: {e})"}
+        if not isinstance(ok, celtypes.BoolType):  # an error value evaluates without raising in some paths
+            ok = celtypes.BoolType(False)
+        if not bool(ok):
+            out.append(" ".join((v.get("message") or v["messageExpression"]).split()))
+    return out
+
+
+def test_shipped_binding_denies_for_the_suites_serviceaccount_only():
+    policy, binding = shipped()
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    (cond,) = policy["spec"]["matchConditions"]
+    assert cond["expression"] == f"request.userInfo.username == '{SA}'"
+    rbac = [d for d in yaml.safe_load_all((ROOT / "manifests" / "rbac.yaml").read_text()) if d]
+    sa = next(d for d in rbac if d["kind"] == "ServiceAccount")["metadata"]
+    assert SA == f"system:serviceaccount:{sa['namespace']}:{sa['name']}"
+    writes = {r for d in rbac if d["kind"] == "ClusterRole" for rule in d["rules"] for r in rule["resources"]
+              if set(rule["verbs"]) & {"create", "update", "patch", "delete", "deletecollection"}}
+    assert writes <= set(policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"]), \
+        "every resource the ServiceAccount may write must be under the policy"
+
+
+@pytest.mark.parametrize("case", MISUSES, ids=[m[0] for m in MISUSES])
+def test_each_misuse_of_the_token_is_refused_by_the_validation_on_its_field(case):
+    pytest.importorskip("celpy", reason="cel-python not installed (pip install -e '.[dev]')")
+    _, req, rule, _ = case
+    refused = refusals(shipped()[0], req)
+    assert refused, "admitted"
+    assert any(rule in m for m in refused), refused
+
+
+@pytest.mark.parametrize("case", allowed_requests(), ids=lambda c: c[0])
+def test_what_the_suite_itself_sends_is_admitted(case):
+    pytest.importorskip("celpy", reason="cel-python not installed (pip install -e '.[dev]')")
+    assert refusals(shipped()[0], case[1]) == []
+
+
+@pytest.mark.parametrize("case", MISUSES, ids=[m[0] for m in MISUSES])
+def test_each_misuse_has_a_validation_naming_its_field(case):
+    """Structural (no CEL needed): the validation meant to refuse the misuse exists and reads the field, directly
+    or through a variable it uses."""
+    _, _, rule, field = case
+    spec = shipped()[0]["spec"]
+    (v,) = [v for v in spec["validations"] if rule in " ".join((v.get("message") or v["messageExpression"]).split())]
+    text = v["expression"]
+    for var in spec["variables"]:  # a variable the validation uses stands for its expression
+        if f"variables.{var['name']}" in text:
+            text += " " + var["expression"]
+    for var in spec["variables"]:  # one level deeper: variables used by those variables
+        if f"variables.{var['name']}" in text:
+            text += " " + var["expression"]
+    assert field in text, f"the validation {rule!r} does not read {field!r}"
+
+
+HOST_PATHS = [("/var/lib/kubelet", True), ("/var/lib/k0s/kubelet", True),
+              ("/var/snap/microk8s/common/var/lib/kubelet", True), ("/kubelet", True), ("/", False), ("/etc", False),
+              ("/root", False), ("/var/lib/kubelet/..", False)]
+SYSFS = [("/sys", True), ("/var/lib/gpu-sim/sys", True), ("/", False), ("/proc/sys", False), ("/etc", False),
+         ("/sys/../etc/sys", False)]
+
+
+@pytest.mark.parametrize("kubelet,ok", HOST_PATHS)
+def test_policy_and_config_agree_on_the_kubelet_dir(kubelet, ok):
+    """What the config accepts for nodeProbe.kubeletDir the policy admits as the probes' mounts, and what the
+    config refuses the policy refuses too (a config check is no defence against someone holding the token)."""
+    pytest.importorskip("celpy", reason="cel-python not installed (pip install -e '.[dev]')")
+    assert gconfig.kubelet_dir_ok(kubelet) is ok
+    for sub in ("pod-resources", "device-plugins"):
+        refused = refusals(shipped()[0], request("CREATE", "pods", host_path_pod(NODE, f"{kubelet.rstrip('/')}/{sub}"),
+                                                 ns=NODE))
+        assert (refused == []) is ok, (sub, refused)
+
+
+@pytest.mark.parametrize("sysfs,ok", SYSFS)
+def test_policy_and_config_agree_on_sysfs(sysfs, ok):
+    pytest.importorskip("celpy", reason="cel-python not installed (pip install -e '.[dev]')")
+    assert gconfig.sysfs_path_ok(sysfs) is ok
+    assert (refusals(shipped()[0], request("CREATE", "pods", host_path_pod(NODE, sysfs), ns=NODE)) == []) is ok
+
+
+# ---------------------------------------------------------------- reports leave the Job without the token
+
+SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def job_pod() -> dict:
+    job = yaml.safe_load((ROOT / "manifests" / "suite-job.yaml").read_text())
+    return job["spec"]["template"]
+
+
+def test_only_the_suite_container_holds_the_token_and_reports_are_fetched_from_one_without_it():
+    tpl = job_pod()
+    spec = tpl["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    ctrs = {c["name"]: c for c in spec["containers"] + spec.get("initContainers", [])}
+    token_vols = {v["name"] for v in spec["volumes"]
+                  if any("serviceAccountToken" in s for s in v.get("projected", {}).get("sources", []))}
+    holders = {n for n, c in ctrs.items() for m in c.get("volumeMounts", []) if m["name"] in token_vols}
+    assert holders == {"suite"} and all(m["mountPath"] == SA_PATH for m in ctrs["suite"]["volumeMounts"]
+                                        if m["name"] in token_vols)
+    fetch = tpl["metadata"]["annotations"]["kubectl.kubernetes.io/default-container"]
+    assert fetch == "reports" and fetch not in holders
+    sidecar = ctrs[fetch]
+    assert sidecar["restartPolicy"] == "Always" and sidecar["command"] == ["gpuconform-job", "--hold"]
+    assert [m["mountPath"] for m in sidecar["volumeMounts"]] == ["/reports"]
+    assert sidecar["image"] == ctrs["suite"]["image"]
+
+
+def test_the_readme_fetches_reports_only_from_the_tokenless_container():
+    text = (ROOT / "manifests" / "README.md").read_text()
+    cmds = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(("kubectl cp", "kubectl exec"))]
+    assert cmds and all("-c reports" in c for c in cmds), cmds

@@ -1,0 +1,158 @@
+"""The host-reading probe pods ask for no more than their reads need (issue 18, privilege): seccomp kept, every
+hostPath read-only and recursively so where the runtime can, non-root where the read allows it, only allow-listed
+host paths, and no node probe image of unknown origin."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from gpuconform import config as gconfig, pods
+
+
+def cfg(**images) -> dict:
+    d = copy.deepcopy(gconfig.DEFAULTS)
+    d["images"].update(images)
+    return d
+
+
+def host_readers(c: dict) -> dict[str, dict]:
+    return {"socket": pods.socket_probe_pod("s", "gpuconform-r1-node", "r1", "n1", c, 60),
+            "node": pods.node_probe_pod("np", "gpuconform-r1-node", "r1", "n1", c, 60)}
+
+
+@pytest.mark.parametrize("which", ["socket", "node"])
+def test_host_readers_keep_seccomp_and_mount_every_host_path_recursively_read_only(which):
+    m = host_readers(cfg(nodeProbe="mirror/suite@sha256:" + "0" * 64))[which]
+    spec = m["spec"]
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not any(spec.get(k) for k in ("hostPID", "hostNetwork", "hostIPC"))
+    assert spec["automountServiceAccountToken"] is False
+    ctr = spec["containers"][0]
+    assert ctr["securityContext"] == {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                                      "capabilities": {"drop": ["ALL"]}}
+    assert ctr["volumeMounts"] and all(vm["readOnly"] is True and vm["recursiveReadOnly"] == "IfPossible"
+                                       and "mountPropagation" not in vm for vm in ctr["volumeMounts"])
+    assert {v["hostPath"]["type"] for v in spec["volumes"]} == {"Directory"}
+
+
+def test_socket_probe_lists_the_directory_as_a_non_root_user_and_node_probe_alone_is_root():
+    m = host_readers(cfg(nodeProbe="mirror/suite:1"))
+    sock = m["socket"]["spec"]["securityContext"]
+    assert sock["runAsNonRoot"] is True and sock["runAsUser"] != 0
+    assert [v["hostPath"]["path"] for v in m["socket"]["spec"]["volumes"]] == ["/var/lib/kubelet/device-plugins"]
+    node = m["node"]["spec"]["securityContext"]
+    assert node["runAsUser"] == 0 and node["runAsNonRoot"] is False  # PodResources socket: root's (docstring)
+    assert sorted(v["hostPath"]["path"] for v in m["node"]["spec"]["volumes"]) == [
+        "/sys", "/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources"]
+    # the shared defaults stay untouched by one pod's edits
+    m["node"]["spec"]["securityContext"]["runAsUser"] = 7
+    assert pods.HOST_READER_ROOT_POD["runAsUser"] == 0 and pods.RESTRICTED_POD["runAsUser"] == 1000
+
+
+def test_a_trailing_slash_on_sysfs_path_is_not_mounted_as_written():
+    c = cfg(nodeProbe="mirror/suite:1")
+    c["nodeProbe"]["sysfsPath"] = "/var/lib/gpu-sim/sys/"
+    vols = {v["name"]: v["hostPath"]["path"] for v in pods.node_probe_pod("np", "ns", "r1", "n1", c, 60)["spec"]["volumes"]}
+    assert vols["sys"] == "/var/lib/gpu-sim/sys"  # the admission policy's allow-list matches exact paths
+
+
+# ---------------------------------------------------------------- allow-listed host paths
+
+REAL_KUBELET_DIRS = ["/var/lib/kubelet", "/var/lib/kubelet/", "/var/lib/k0s/kubelet",
+                     "/var/snap/microk8s/common/var/lib/kubelet"]
+HOSTILE_KUBELET_DIRS = ["/", "/etc", "/root", "/var/lib", "/var/lib/kubelet/..", "/var/lib/../../kubelet",
+                        "//kubelet", "var/lib/kubelet", "/var/lib/kubelet\n", "/home/kubelet-data"]
+REAL_SYSFS = ["/sys", "/sys/", "/var/lib/gpu-sim/sys"]
+HOSTILE_SYSFS = ["/", "/etc", "/root", "/proc/sys", "/sys/..", "/sys/../etc", "/sysfs", "/var/lib/gpu-sim"]
+
+
+def load(tmp_path, key: str, value: str):
+    section, name = key.split(".")
+    f = tmp_path / "c.yaml"
+    f.write_text(f"{section}:\n  {name}: {value!r}\n")
+    return gconfig.load(f, environ={})
+
+
+@pytest.mark.parametrize("path", REAL_KUBELET_DIRS)
+def test_real_kubelet_layouts_are_accepted(tmp_path, path):
+    assert load(tmp_path, "nodeProbe.kubeletDir", path).get("nodeProbe.kubeletDir") == path
+
+
+@pytest.mark.parametrize("path", HOSTILE_KUBELET_DIRS)
+def test_kubelet_dir_refuses_root_system_dirs_and_back_steps_with_one_line_naming_the_file(tmp_path, path):
+    with pytest.raises(gconfig.ConfigError) as e:
+        load(tmp_path, "nodeProbe.kubeletDir", path)
+    msg = str(e.value)
+    assert "\n" not in msg.rstrip("\n'") and msg.startswith(str(tmp_path / "c.yaml"))
+    assert "'nodeProbe.kubeletDir' must be the absolute path of the kubelet's root directory" in msg
+
+
+@pytest.mark.parametrize("path", REAL_SYSFS)
+def test_sysfs_and_simulated_trees_are_accepted(tmp_path, path):
+    assert load(tmp_path, "nodeProbe.sysfsPath", path).get("nodeProbe.sysfsPath") == path
+
+
+@pytest.mark.parametrize("path", HOSTILE_SYSFS)
+def test_sysfs_path_refuses_root_proc_and_arbitrary_dirs(tmp_path, path):
+    with pytest.raises(gconfig.ConfigError, match=r"'nodeProbe.sysfsPath' must be /sys or an absolute path"):
+        load(tmp_path, "nodeProbe.sysfsPath", path)
+
+
+def test_a_hostile_path_from_the_environment_names_the_variable():
+    with pytest.raises(gconfig.ConfigError, match=r"^environment variable GPUCONFORM_NODE_PROBE_SYSFS_PATH: "):
+        gconfig.load(None, environ={"GPUCONFORM_NODE_PROBE_SYSFS_PATH": "/"})
+
+
+# ---------------------------------------------------------------- images
+
+def test_node_probe_image_has_no_default_and_the_probe_pod_is_never_built_without_one():
+    assert gconfig.load(None, environ={}).get("images.nodeProbe") == ""
+    with pytest.raises(ValueError, match="node probe image not set"):
+        pods.node_probe_pod("np", "ns", "r1", "n1", cfg(), 60)
+
+
+def test_node_probe_checks_are_not_checked_until_the_image_is_set_and_touch_nothing():
+    """Fails closed before any API call: `run` and the pod runner are never used (None here)."""
+    from fixtures.checks import node_probe_report
+
+    c = gconfig.load(None, environ={})
+    with pytest.raises(pytest.skip.Exception, match=r"ENV-NOT-CHECKED.*node probe image not set"):
+        node_probe_report(None, c, None, None, "n1", "hw")  # type: ignore[arg-type]
+
+
+def test_public_default_images_are_pinned_by_digest_or_unset():
+    d = gconfig.DEFAULTS["images"]
+    assert "@sha256:" in d["probe"] and len(d["probe"].rsplit(":", 1)[1]) == 64
+    assert d["nodeProbe"] == ""
+
+
+# ---------------------------------------------------------------- the in-cluster image's dependencies
+
+def _canonical(name: str) -> str:
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_image_installs_its_python_dependencies_from_a_hash_lock_covering_pyproject():
+    import re
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    docker = (root / "manifests" / "Dockerfile").read_text()
+    runs = [ln for ln in docker.splitlines() if ln.startswith("RUN ") and "pip install" in ln]
+    assert runs and all("--require-hashes" in r and "-r /tmp/requirements.lock" in r for r in runs), runs
+    assert "COPY manifests/requirements.lock /tmp/requirements.lock" in docker
+    lock = (root / "manifests" / "requirements.lock").read_text()
+    entries = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+) \\\n((?:\s+--hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)",
+                         lock, re.M)
+    pinned = {_canonical(n) for n, _, _ in entries}
+    assert len(entries) == len([ln for ln in lock.splitlines() if re.match(r"^[A-Za-z0-9]", ln)]), \
+        "every requirement is pinned with == and followed by its hashes"
+    deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    wanted = {_canonical(re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0]) for d in deps}
+    assert wanted <= pinned, f"not in the lock: {sorted(wanted - pinned)}"
+    assert "--find-links" not in lock and "--index-url" not in lock  # no machine-specific sources
