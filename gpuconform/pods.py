@@ -19,6 +19,9 @@ PART_OF = "app.kubernetes.io/part-of"
 SUITE = "gpuconform"
 RUN_LABEL = "gpuconform.dev/run"
 CHECK_LABEL = "gpuconform.dev/check"
+# The run's heartbeat annotation (an RFC 3339 time): on its namespaces, read by `make cleanup`
+# (gpuconform/cleanup.py), and on its run-long pods, read by the pod itself (run_long_pod).
+HEARTBEAT = "gpuconform.dev/heartbeat"
 
 RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
                   "seccompProfile": {"type": "RuntimeDefault"}}

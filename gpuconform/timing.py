@@ -108,6 +108,3 @@ HEARTBEAT_EVERY_S = 30.0
 #: API hiccup or some clock skew between the run's machine and the cleanup's does not make a live run look dead).
 HEARTBEAT_STALE_S = 300.0
 
-#: A gpuconform namespace without a heartbeat (made by a suite version before heartbeats) counts as abandoned once
-#: it is this old.
-NO_HEARTBEAT_MAX_AGE_S = 3600.0
