@@ -20,8 +20,8 @@ import faults
 import pytest
 from bedtools import KUBECONFIG, ROOT, bed, get, kubectl
 
-pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.skipif(not KUBECONFIG.exists(),
-                                                  reason="local cluster not running (make cluster-up)")]
+pytestmark = [pytest.mark.e2e, pytest.mark.faults,
+              pytest.mark.skipif(not KUBECONFIG.exists(), reason="local cluster not running (make cluster-up)")]
 
 
 def cleanup(*extra: str) -> str:
