@@ -114,4 +114,3 @@ HEARTBEAT_EVERY_S = 30.0
 #: `make cleanup` deletes a run's namespace only when its heartbeat is older than this (10 missed beats, so an
 #: API hiccup or some clock skew between the run's machine and the cleanup's does not make a live run look dead).
 HEARTBEAT_STALE_S = 300.0
-
