@@ -98,7 +98,9 @@ soak: cluster-up
 	$(PY) testing/soak.py $(if $(filter command line,$(origin N)),$(N),10)
 
 # Deletes the namespaces of gpuconform runs that are no longer alive (heartbeat stale, or ended); it prints what it
-# deletes and what it leaves, and why (gpuconform/cleanup.py). FORCE=1: also live runs' namespaces.
+# deletes and what it leaves, and why (gpuconform/cleanup.py). Only a run's own namespaces: named
+# gpuconform-<run id>[-node] and labelled with that run id, never another namespace that carries the part-of label.
+# FORCE=1: also live runs' namespaces and those without a heartbeat.
 cleanup: deps
 	$(PY) -m gpuconform.cleanup $(if $(filter 1 yes true,$(FORCE)),--force)
 

@@ -1,17 +1,24 @@
 """`make cleanup` (`python -m gpuconform.cleanup [--force] [--dry-run]`): deletes the namespaces of gpuconform
 runs that are no longer alive, and says what it deletes and what it leaves, and why.
 
+Ours first (`run_of`): it lists the namespaces labelled app.kubernetes.io/part-of=gpuconform, but that label is
+generic (kustomize `labels:` over manifests/ puts it on gpuconform-system itself, and any team may use it), so a
+namespace is a run's only when it also carries the run label gpuconform.dev/run=<run id> and its name is the one
+a run gives it, gpuconform-<run id> or gpuconform-<run id>-node (fixtures/namespaces.py ensure). Any other is
+left alone and named, --force or not.
+
 Liveness (`decide`, a pure function unit-tested in testing/unit/test_cleanup.py): a run stamps its namespaces
 with a heartbeat annotation (gpuconform.dev/heartbeat, an RFC 3339 UTC time) when it creates them and
 refreshes it every HEARTBEAT_EVERY_S (fixtures/namespaces.py); when it ends keeping a namespace for inspection
-(keepNamespaceOnFailure) it stamps gpuconform.dev/ended. A namespace labelled app.kubernetes.io/part-of=gpuconform
+(keepNamespaceOnFailure) it stamps gpuconform.dev/ended. A run's namespace
 
 - being deleted already (Terminating) is left alone;
 - with --force is deleted;
+- without a readable heartbeat is kept: a run stamps one when it creates the namespace, so nothing says this
+  one was made by a run that is gone (--force deletes it);
 - stamped `ended` is deleted (its run is over);
 - with a heartbeat older than HEARTBEAT_STALE_S is deleted (its run was killed or lost the cluster); a newer
-  one means the run is alive: kept;
-- without a heartbeat (a suite version before heartbeats) is deleted once older than NO_HEARTBEAT_MAX_AGE_S.
+  one means the run is alive: kept.
 
 Times are compared with this machine's clock; HEARTBEAT_STALE_S (10 missed beats) absorbs modest clock skew
 between the run's machine and this one. Exit status: 0, or 7 when the cluster cannot be read (as pre-flight).
@@ -21,16 +28,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from . import timing
-from .pods import PART_OF, SUITE
+from .pods import HEARTBEAT, PART_OF, RUN_LABEL, SUITE
 
-HEARTBEAT = "gpuconform.dev/heartbeat"
 ENDED = "gpuconform.dev/ended"
 SELECTOR = f"{PART_OF}={SUITE}"
+PREFIX = "gpuconform-"  # a run's namespaces: PREFIX + run id, and that + NODE_SUFFIX (fixtures/namespaces.py)
+NODE_SUFFIX = "-node"
+# A run id as it can appear in a namespace name (a DNS label: lower-case letters, digits, '-' inside), e.g. the
+# default 20250301-120000-a1b2c3 (fixtures/session.py) or one given with --gpuconform-run-id.
+RUN_ID = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -38,6 +50,30 @@ class Decision:
     namespace: str
     delete: bool
     why: str
+    ours: bool = True  # False: not a gpuconform run's namespace (left alone whatever the flags)
+
+
+def namespace_names(run_id: str) -> tuple[str, str]:
+    """The names a run gives its namespaces: (restricted, privileged node-probe)."""
+    return PREFIX + run_id, PREFIX + run_id + NODE_SUFFIX
+
+
+def run_of(ns: dict) -> tuple[str | None, str]:
+    """(the run id, "") when the namespace is a gpuconform run's: part-of label, run label holding a run id, and
+    the name a run with that id gives its namespaces; else (None, why not)."""
+    meta = ns.get("metadata") or {}
+    name, labels = meta.get("name") or "", meta.get("labels") or {}
+    if labels.get(PART_OF) != SUITE:
+        return None, f"no {PART_OF}={SUITE} label"
+    run = labels.get(RUN_LABEL)
+    if not run:
+        return None, f"no {RUN_LABEL} label: not a run's namespace"
+    if not isinstance(run, str) or not RUN_ID.fullmatch(run):
+        return None, f"its {RUN_LABEL} label {run!r} is not a run id"
+    if name not in namespace_names(run):
+        return None, (f"its name does not match its {RUN_LABEL} label {run!r} (a run's namespaces are "
+                      f"{' and '.join(namespace_names(run))})")
+    return run, ""
 
 
 def stamp(t: datetime | None = None) -> str:
@@ -63,37 +99,37 @@ def _ago(seconds: float) -> str:
     return f"{s}s" if s < 120 else f"{s // 60}m" if s < 7200 else f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
-def decide(ns: dict, now: datetime, force: bool = False, stale_after_s: float = timing.HEARTBEAT_STALE_S,
-           no_heartbeat_max_age_s: float = timing.NO_HEARTBEAT_MAX_AGE_S) -> Decision:
-    """Delete or keep one gpuconform namespace (a dict as the API serves it), and why."""
+def decide(ns: dict, now: datetime, force: bool = False,
+           stale_after_s: float = timing.HEARTBEAT_STALE_S) -> Decision:
+    """Delete or keep one namespace (a dict as the API serves it), and why. Only a run's own namespace (`run_of`)
+    is ever deleted, --force included."""
     meta = ns.get("metadata") or {}
     name = meta.get("name", "?")
     notes = meta.get("annotations") or {}
+    run, not_ours = run_of(ns)
+    if run is None:
+        return Decision(name, False, f"not a gpuconform run's namespace: {not_ours}", ours=False)
     if (ns.get("status") or {}).get("phase") == "Terminating":
         return Decision(name, False, "already being deleted")
     if force:
         return Decision(name, True, "--force")
+    beat = parse_time(notes.get(HEARTBEAT))
+    if beat is None:
+        seen = "no" if notes.get(HEARTBEAT) is None else f"an unreadable ({str(notes[HEARTBEAT])[:40]!r})"
+        return Decision(name, False, f"{seen} heartbeat annotation ({HEARTBEAT}), which a run stamps at creation: "
+                                     f"nothing says its run is gone; --force deletes it")
     ended = parse_time(notes.get(ENDED))
     if ended is not None:
         return Decision(name, True, f"its run ended {_ago((now - ended).total_seconds())} ago (kept for inspection)")
-    beat = parse_time(notes.get(HEARTBEAT))
-    if beat is not None:
-        age = (now - beat).total_seconds()
-        if age > stale_after_s:
-            return Decision(name, True, f"no heartbeat for {_ago(age)} (limit {_ago(stale_after_s)}): its run is gone")
-        return Decision(name, False, f"its run is alive (heartbeat {_ago(age)} ago); --force deletes it anyway")
-    created = parse_time(meta.get("creationTimestamp"))
-    if created is None:
-        return Decision(name, False, "no heartbeat and no creation time: cannot tell; --force deletes it")
-    age = (now - created).total_seconds()
-    if age > no_heartbeat_max_age_s:
-        return Decision(name, True, f"no heartbeat (older suite version), created {_ago(age)} ago")
-    return Decision(name, False, f"no heartbeat (older suite version), created {_ago(age)} ago: kept until "
-                    f"{_ago(no_heartbeat_max_age_s)} old; --force deletes it")
+    age = (now - beat).total_seconds()
+    if age > stale_after_s:
+        return Decision(name, True, f"no heartbeat for {_ago(age)} (limit {_ago(stale_after_s)}): its run is gone")
+    return Decision(name, False, f"its run is alive (heartbeat {_ago(age)} ago); --force deletes it anyway")
 
 
 def plan(namespaces: list[dict], now: datetime, force: bool = False) -> list[Decision]:
-    return sorted((decide(ns, now, force) for ns in namespaces), key=lambda d: (not d.delete, d.namespace))
+    return sorted((decide(ns, now, force) for ns in namespaces),
+                  key=lambda d: (not d.delete, not d.ours, d.namespace))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,11 +139,13 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m gpuconform.cleanup",
                                  description="delete the namespaces of gpuconform runs that are no longer alive "
-                                             "(heartbeat older than %ds, or ended); --force: every one" %
+                                             "(heartbeat older than %ds, or ended); only namespaces named and labelled as a run's; "
+                                             "--force: live runs' too" %
                                              timing.HEARTBEAT_STALE_S)
     ap.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
     ap.add_argument("--context")
-    ap.add_argument("--force", action="store_true", help="delete live runs' namespaces too")
+    ap.add_argument("--force", action="store_true", help="delete live runs' namespaces too, and runs' namespaces "
+                                                          "without a heartbeat (never another's namespace)")
     ap.add_argument("--dry-run", action="store_true", help="print the decisions, delete nothing")
     a = ap.parse_args(argv)
     try:
@@ -122,8 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cleanup: [{problem.code}] {problem.message}", file=sys.stderr)
         return 7
     decisions = plan([kube.to_dict(cluster.api, n) for n in found.items], datetime.now(timezone.utc), a.force)
-    deleted, kept = [], []
+    deleted, kept, foreign = [], [], []
     for d in decisions:
+        if not d.ours:
+            print(f"leave  {d.namespace}: {d.why}")
+            foreign.append(d.namespace)
+            continue
         if not d.delete:
             print(f"keep   {d.namespace}: {d.why}")
             kept.append(d.namespace)
@@ -142,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"failed {d.namespace}: {kube.api_error(e, 'deleting it').message}")
         except Exception as e:  # noqa: BLE001 - report and go on with the others
             print(f"failed {d.namespace}: {kube.api_error(e, 'deleting it').message}")
-    print(f"deleted {len(deleted)} namespace(s), kept {len(kept)}" + (" (dry run)" if a.dry_run else ""))
+    print(f"deleted {len(deleted)} namespace(s), kept {len(kept)}, left {len(foreign)} alone (not a run's)"
+          + (" (dry run)" if a.dry_run else ""))
     return 0
 
 

@@ -14,12 +14,16 @@ from dataclasses import dataclass
 
 from . import vendors
 from .config import Config, view
-from .timing import POD_ACTIVE_DEADLINE_S, POD_TERMINATION_GRACE_S
+from .timing import (POD_ACTIVE_DEADLINE_S, POD_TERMINATION_GRACE_S, RUN_HOLD_DEADLINE_S, RUN_HOLD_EVERY_S,
+                     RUN_HOLD_STALE_S)
 
 PART_OF = "app.kubernetes.io/part-of"
 SUITE = "gpuconform"
 RUN_LABEL = "gpuconform.dev/run"
 CHECK_LABEL = "gpuconform.dev/check"
+# The run's heartbeat annotation (an RFC 3339 time): on its namespaces, read by `make cleanup`
+# (gpuconform/cleanup.py), and on its run-long pods, read by the pod itself (run_long_pod).
+HEARTBEAT = "gpuconform.dev/heartbeat"
 
 RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
                   "seccompProfile": {"type": "RuntimeDefault"}}
@@ -111,16 +115,54 @@ ROUND = "round"  # the section that starts each round of a repeating probe (the 
 
 def probe_pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Config | dict, gpus: int,
               guaranteed_cpus: int = 0, deadline: float = POD_ACTIVE_DEADLINE_S, resource: str = "",
-              env: dict[str, str] | None = None, hold_s: int = 0, every_s: int = 0, best_effort: bool = False) -> dict:
-    """The probe: prints PROBE_SCRIPT's sections, then (hold_s) sleeps holding its devices; with `every_s` it
-    repeats them in numbered rounds (`== round ==`) until its deadline, holding its devices all along."""
+              env: dict[str, str] | None = None, hold_s: int = 0, best_effort: bool = False) -> dict:
+    """The probe: prints PROBE_SCRIPT's sections, then (hold_s) sleeps holding its devices."""
     script = PROBE_SCRIPT + (f"\nsleep {hold_s}" if hold_s else "")
-    if every_s:
-        script = (f'i=0; while :; do i=$((i+1)); echo "== {ROUND} =="; echo "$i"\n{PROBE_SCRIPT}\n'
-                  f'sleep {every_s}; done')
     return pod(name, namespace, run_id, check, node, cfg, image=view(cfg).get("images.probe"), gpus=gpus,
                resource=resource, command=["sh", "-c", script], guaranteed_cpus=guaranteed_cpus,
                deadline=deadline, env=env, best_effort=best_effort)
+
+
+# The run-long pod's view of its own heartbeat annotation: a downwardAPI volume file, which the kubelet rewrites
+# when the pod's annotations change (upstream conformance test "DownwardAPI volume, update annotations",
+# test/e2e/common/storage/downwardapi_volume.go, since v1.9; it allows the kubelet's sync period, about a minute,
+# to pass on a change). No API access and no token in the pod: it sees only its own metadata.
+HEARTBEAT_DIR = "/gpuconform"
+HEARTBEAT_FILE = HEARTBEAT_DIR + "/heartbeat"
+ORPHANED = "orphaned"  # the section a run-long pod prints before it exits because its run's heartbeat stopped
+
+
+def run_long_script(every_s: int, stale_s: int, beat_file: str = HEARTBEAT_FILE) -> str:
+    """POSIX sh: PROBE_SCRIPT's sections in numbered rounds (`== round ==`) every `every_s`, holding the devices
+    between them, until the heartbeat file has not changed for more than `stale_s` by the container's own clock
+    (the runner's clock never enters: only a change counts), then `== orphaned ==` and exit 0, freeing them."""
+    return (f'beat={beat_file}; last=$(cat "$beat" 2>/dev/null); seen=$(date +%s); i=0\n'
+            f'while :; do i=$((i+1)); echo "== {ROUND} =="; echo "$i"\n{PROBE_SCRIPT}\n'
+            f'now=$(date +%s); b=$(cat "$beat" 2>/dev/null)\n'
+            f'if [ "$b" != "$last" ]; then last=$b; seen=$now; fi\n'
+            f'if [ $((now - seen)) -gt {int(stale_s)} ]; then echo "== {ORPHANED} =="; '
+            f'echo "no heartbeat from the run for $((now - seen))s (limit {int(stale_s)}s): its runner is gone; '
+            f'exiting to free the device"; exit 0; fi\n'
+            f'sleep {int(every_s)}; done')
+
+
+def run_long_pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Config | dict, resource: str,
+                 gpus: int = 1, every_s: int = RUN_HOLD_EVERY_S, stale_s: int = RUN_HOLD_STALE_S,
+                 deadline: float = RUN_HOLD_DEADLINE_S) -> dict:
+    """A probe that holds `gpus` devices for the whole run, repeating its device check every `every_s` (the
+    lost-access check), best effort (it holds no CPU a Guaranteed probe needs). A SIGKILLed runner must not
+    leave it holding a GPU until `deadline`: it carries the heartbeat annotation, which the run refreshes every
+    HEARTBEAT_EVERY_S while it lives (fixtures/namespaces.py create_pod stamps it and registers the pod), sees it
+    through a downwardAPI volume, and exits once it has not changed for `stale_s` (run_long_script).
+    activeDeadlineSeconds stays the hard limit."""
+    p = pod(name, namespace, run_id, check, node, cfg, image=view(cfg).get("images.probe"), gpus=gpus,
+            resource=resource, command=["sh", "-c", run_long_script(every_s, stale_s)], deadline=deadline,
+            best_effort=True)
+    p["metadata"]["annotations"] = {HEARTBEAT: ""}  # stamped at create (fixtures/namespaces.py create_pod)
+    p["spec"]["containers"][0]["volumeMounts"] = [{"name": "heartbeat", "mountPath": HEARTBEAT_DIR, "readOnly": True}]
+    p["spec"]["volumes"] = [{"name": "heartbeat", "downwardAPI": {"items": [{
+        "path": HEARTBEAT_FILE.rsplit("/", 1)[1], "fieldRef": {"fieldPath": f"metadata.annotations['{HEARTBEAT}']"}}]}}]
+    return p
 
 
 def vector_add_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict, deadline: float,

@@ -77,10 +77,17 @@ API_MIN_ATTEMPT_S = 1.0
 
 #: activeDeadlineSeconds of a test pod when its caller gives none: a SIGKILLed runner still frees the GPUs.
 POD_ACTIVE_DEADLINE_S = 300
-#: The run-long pod of the lost-access check (spans_run) holds its device at most this long if the runner dies.
+#: activeDeadlineSeconds of the run-long pod of the lost-access check (spans_run): the hard limit on a run's length
+#: for that check; a dead runner's pod lets its device go after RUN_HOLD_STALE_S.
 RUN_HOLD_DEADLINE_S = 3600
 #: It re-runs its device check this often, so the last check is at most this old when the run ends.
 RUN_HOLD_EVERY_S = 1
+#: It exits, freeing its device, once the run's heartbeat on it (refreshed every HEARTBEAT_EVERY_S) has not changed
+#: for this long: a SIGKILLed runner's pod lets its GPU go within about this time (plus the kubelet's sync period
+#: for the last beat), not RUN_HOLD_DEADLINE_S. The kubelet rewrites the pod's downwardAPI file within its sync
+#: period (1 min, jittered up to 1.5), so a live run's beats show at least every ~2 min: this leaves room for a
+#: few missed beats.
+RUN_HOLD_STALE_S = 240
 #: Log lines read at the end of the run for its last rounds (a round prints about 25 lines).
 RUN_HOLD_TAIL_LINES = 200
 
@@ -107,7 +114,3 @@ HEARTBEAT_EVERY_S = 30.0
 #: `make cleanup` deletes a run's namespace only when its heartbeat is older than this (10 missed beats, so an
 #: API hiccup or some clock skew between the run's machine and the cleanup's does not make a live run look dead).
 HEARTBEAT_STALE_S = 300.0
-
-#: A gpuconform namespace without a heartbeat (made by a suite version before heartbeats) counts as abandoned once
-#: it is this old.
-NO_HEARTBEAT_MAX_AGE_S = 3600.0

@@ -49,6 +49,7 @@ class Fault:
     companion_crash: bool = False  # the layout's GPU Feature Discovery DaemonSet crash-loops
     double_assign: bool = False  # two tenant pods; a stale kubelet device checkpoint gives tenant-b tenant-a's GPU
     cut_access_after: float = 0  # the suite's run-long pod loses its GPU access this many seconds after it runs
+    foreign_namespaces: bool = False  # other teams' namespaces labelled like the suite's (FOREIGN_NAMESPACES)
 
 
 ALL_NUMA1 = {str(i): 1 for i in range(c.GPUS)}
@@ -126,9 +127,32 @@ FAULTS: dict[str, Fault] = {
     "access-lost": Fault("isolation", "the suite's run-long pod loses access to its GPU 3 s after it starts, as "
                          "when a systemd daemon-reload resets the container's device cgroup rules",
                          cut_access_after=3),
+    "foreign-namespace": Fault("cleanup", "other teams' namespaces labelled like the suite's (part-of label; one a "
+                               "renamed copy of a run's namespace with its run label and a stale heartbeat, one "
+                               "stamped ended): `make cleanup`, FORCE=1 too, must leave them alone",
+                               foreign_namespaces=True),
     "topology-policy-none": Fault("topology", "kubelet topologyManagerPolicy is none instead of single-numa-node",
                                   policy="none"),
 }
+
+
+# The foreign-namespace fault's namespaces: the suite's part-of label (gpuconform/pods.py PART_OF) on namespaces
+# that are not a run's. gpuconform-tools is a renamed copy of a run's namespace (run label, heartbeat long stale);
+# team-a-prod is another team's, which their own tooling stamps `ended`. Before issue 18 `make cleanup` selected
+# by the part-of label alone and deleted both.
+_OLD = "2025-01-01T00:00:00Z"
+FOREIGN_NAMESPACES: dict[str, dict] = {
+    "gpuconform-tools": {"labels": {"app.kubernetes.io/part-of": "gpuconform",
+                                    "gpuconform.dev/run": "20250101-000000-0a0a0a"},
+                         "annotations": {"gpuconform.dev/heartbeat": _OLD}},
+    "team-a-prod": {"labels": {"app.kubernetes.io/part-of": "gpuconform", "gpuconform.dev/run": "team-a"},
+                    "annotations": {"gpuconform.dev/heartbeat": _OLD, "gpuconform.dev/ended": _OLD}},
+}
+
+
+def _foreign_objects() -> list[dict]:
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, **meta}}
+            for n, meta in FOREIGN_NAMESPACES.items()]
 
 
 def list_faults() -> int:
@@ -256,6 +280,9 @@ def clear(quiet: bool = False) -> int:
         kubectl("delete", "namespace", HOG_NS, "--wait=true", "--timeout=60s", check=False)
     if prev and prev.double_assign:
         c.say(sharedfault.clear(kubectl))
+    if prev and prev.foreign_namespaces:
+        kubectl("delete", "namespace", *FOREIGN_NAMESPACES, "--ignore-not-found", "--wait=true", "--timeout=60s",
+                check=False)
     if prev and prev.cut_access_after:  # a cut still waiting for a run must not hit the next one
         subprocess.run(["pkill", "-f", "cluster.py cut-access"], check=False)
     if prev and prev.operator_failing or c.validator_state(kubectl) != "ready":
@@ -307,6 +334,8 @@ def apply(name: str) -> int:
             "get", "pod", "-n", HOG_NS, "gpu-hog").get("status", {}).get("phase") == "Running", 60, "kubelet")
     if f.double_assign:
         c.say(sharedfault.apply(bins, kubectl))
+    if f.foreign_namespaces:
+        kubectl.apply(*_foreign_objects())
     if f.plugin or f.plugin_host_dir:
         _restart_plugin(kubectl, f)
     if f.kubelet_reset:

@@ -1,25 +1,38 @@
-"""`make cleanup`'s liveness rule (gpuconform/cleanup.py decide/plan): namespaces as the API serves them plus the
-time now -> delete or keep, and why."""
+"""`make cleanup`'s rules (gpuconform/cleanup.py run_of/decide/plan): namespaces as the API serves them plus the
+time now -> not ours (left alone), or delete or keep, and why. The foreign namespaces are recorded as they are
+met: the suite's own gpuconform-system as kustomize `labels:` over manifests/ labels it, a tools namespace made
+from a copy of a run namespace, another team's namespace that uses the part-of label."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+
+import pytest
 
 from gpuconform import cleanup, timing
 
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
-def ns(name: str, *, heartbeat: timedelta | None = None, ended: timedelta | None = None,
-       created: timedelta = timedelta(minutes=10), phase: str = "Active") -> dict:
+RUN = "20250301-110000-a1b2c3"  # a run id as fixtures/session.py makes them
+PART_OF = {"app.kubernetes.io/part-of": "gpuconform"}
+
+
+def ns(name: str = f"gpuconform-{RUN}", *, heartbeat: timedelta | None = None, ended: timedelta | None = None,
+       created: timedelta = timedelta(minutes=10), phase: str = "Active", run: str | None = None,
+       labels: dict | None = None) -> dict:
+    """A namespace as a run makes it (fixtures/namespaces.py): the run label holds the id its name carries
+    (`run` overrides it; `labels` replaces the labels)."""
     notes = {}
     if heartbeat is not None:
         notes[cleanup.HEARTBEAT] = cleanup.stamp(NOW - heartbeat)
     if ended is not None:
         notes[cleanup.ENDED] = cleanup.stamp(NOW - ended)
+    if run is None:
+        run = name.removeprefix("gpuconform-").removesuffix("-node")
     # creationTimestamp as the Python client serialises it (isoformat with an offset)
     return {"metadata": {"name": name, "annotations": notes, "creationTimestamp": (NOW - created).isoformat(),
-                         "labels": {"app.kubernetes.io/part-of": "gpuconform"}},
+                         "labels": labels if labels is not None else {**PART_OF, "gpuconform.dev/run": run}},
             "status": {"phase": phase}}
 
 
@@ -34,7 +47,7 @@ def test_a_run_whose_heartbeat_stopped_is_deleted():
 
 
 def test_the_stale_limit_is_the_boundary():
-    at = cleanup.decide(ns("a", heartbeat=timedelta(seconds=timing.HEARTBEAT_STALE_S)), NOW)
+    at = cleanup.decide(ns(heartbeat=timedelta(seconds=timing.HEARTBEAT_STALE_S)), NOW)
     assert not at.delete
 
 
@@ -53,11 +66,13 @@ def test_a_namespace_being_deleted_is_left_alone_even_with_force():
     assert not d.delete and "already being deleted" in d.why
 
 
-def test_without_a_heartbeat_the_age_decides():
-    young = cleanup.decide(ns("old-version-a", created=timedelta(minutes=30)), NOW)
-    old = cleanup.decide(ns("old-version-b", created=timedelta(seconds=timing.NO_HEARTBEAT_MAX_AGE_S + 60)), NOW)
-    assert not young.delete and "older suite version" in young.why and "--force" in young.why
-    assert old.delete and "older suite version" in old.why
+def test_without_a_heartbeat_only_force_deletes_whatever_its_age():
+    """Before: deleted once an hour old. A run stamps the heartbeat when it creates the namespace, so without
+    one nothing says a run made it and is gone."""
+    for created in (timedelta(minutes=30), timedelta(days=3)):
+        d = cleanup.decide(ns(created=created), NOW)
+        assert not d.delete and d.ours and "no heartbeat annotation" in d.why and "--force" in d.why
+        assert cleanup.decide(ns(created=created), NOW, force=True).delete
 
 
 def test_a_heartbeat_from_a_clock_ahead_of_ours_counts_as_alive():
@@ -65,20 +80,70 @@ def test_a_heartbeat_from_a_clock_ahead_of_ours_counts_as_alive():
     assert not d.delete
 
 
-def test_an_unreadable_heartbeat_falls_back_to_the_age():
+def test_an_unreadable_heartbeat_counts_as_none():
     n = ns("gpuconform-a", created=timedelta(hours=3))
     n["metadata"]["annotations"][cleanup.HEARTBEAT] = "yesterday"
-    assert cleanup.decide(n, NOW).delete
-    n["metadata"].pop("creationTimestamp")
     d = cleanup.decide(n, NOW)
-    assert not d.delete and "cannot tell" in d.why
+    assert not d.delete and "unreadable ('yesterday') heartbeat" in d.why
+    assert cleanup.decide(n, NOW, force=True).delete
 
 
 def test_plan_lists_deletions_first_with_a_reason_each():
-    out = cleanup.plan([ns("b-live", heartbeat=timedelta(seconds=3)), ns("a-dead", heartbeat=timedelta(hours=1)),
-                        ns("c-ended", ended=timedelta(minutes=2))], NOW)
-    assert [(d.namespace, d.delete) for d in out] == [("a-dead", True), ("c-ended", True), ("b-live", False)]
+    out = cleanup.plan([ns("gpuconform-b-live", heartbeat=timedelta(seconds=3)),
+                        ns("gpuconform-a-dead", heartbeat=timedelta(hours=1)),
+                        ns("gpuconform-system", labels=PART_OF, created=timedelta(days=3)),
+                        ns("gpuconform-c-ended", heartbeat=timedelta(seconds=3), ended=timedelta(minutes=2))], NOW)
+    assert [(d.namespace, d.delete, d.ours) for d in out] == [
+        ("gpuconform-a-dead", True, True), ("gpuconform-c-ended", True, True), ("gpuconform-b-live", False, True),
+        ("gpuconform-system", False, False)]
     assert all(d.why for d in out)
+
+
+# ---------------------------------------------------------------- only a run's own namespaces (issue 18)
+
+# manifests/namespace.yaml's namespace after kustomize `labels:` (or commonLabels) over manifests/: the part-of
+# label on the namespace that holds the suite's ServiceAccount, Job and ConfigMap; made days ago, no heartbeat.
+SYSTEM = ns("gpuconform-system", created=timedelta(days=3), labels={
+    **PART_OF, "app.kubernetes.io/name": "gpuconform", "pod-security.kubernetes.io/enforce": "restricted"})
+# A tools namespace made from a copy of a run's namespace (`kubectl get ns gpuconform-<run> -o yaml`, renamed):
+# run label, stale heartbeat and all; only its name is not the run's.
+TOOLS = ns("gpuconform-tools", run=RUN, heartbeat=timedelta(days=2), created=timedelta(days=2))
+# Another team's namespace that uses the part-of label, stamped `ended` by their own tooling.
+TEAM = ns("team-a-prod", labels={**PART_OF, "gpuconform.dev/run": "team-a"}, heartbeat=timedelta(hours=2),
+          ended=timedelta(hours=2), created=timedelta(days=30))
+# A run's namespace whose run label names another run (a hand-edited copy, or a label changed after the fact).
+MISMATCH = ns(f"gpuconform-{RUN}", run="20250301-110000-ffffff", heartbeat=timedelta(hours=1))
+# A run label that no run id can be (label values allow upper case, '_' and '.'; names do not).
+ODD_LABEL = ns("gpuconform-Tools_v1", run="Tools_v1", heartbeat=timedelta(hours=1))
+FOREIGN = {"gpuconform-system": SYSTEM, "gpuconform-tools": TOOLS, "team-a-prod": TEAM,
+           "mismatched run label": MISMATCH, "odd run label": ODD_LABEL}
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["plain", "force"])
+@pytest.mark.parametrize("case", list(FOREIGN))
+def test_a_namespace_that_is_not_a_runs_is_left_alone_even_with_force(case, force):
+    """Before: selected by the part-of label alone, and deleted (no heartbeat for an hour, a stale heartbeat, or
+    `ended`; any of them with --force)."""
+    d = cleanup.decide(FOREIGN[case], NOW, force=force)
+    assert not d.delete and not d.ours and d.why.startswith("not a gpuconform run's namespace: "), d
+
+
+def test_what_is_not_a_runs_says_why():
+    why = {k: cleanup.decide(v, NOW).why for k, v in FOREIGN.items()}
+    assert "no gpuconform.dev/run label" in why["gpuconform-system"]
+    assert f"does not match its gpuconform.dev/run label '{RUN}'" in why["gpuconform-tools"]
+    assert f"gpuconform-{RUN} and gpuconform-{RUN}-node" in why["gpuconform-tools"]
+    assert "does not match" in why["mismatched run label"]
+    assert "'Tools_v1' is not a run id" in why["odd run label"]
+    assert "no app.kubernetes.io/part-of=gpuconform label" in cleanup.decide(
+        ns(labels={"gpuconform.dev/run": RUN}), NOW).why
+
+
+@pytest.mark.parametrize("name", [f"gpuconform-{RUN}", f"gpuconform-{RUN}-node", "gpuconform-live-3f9a1c"])
+def test_a_runs_own_stale_namespaces_are_still_deleted(name):
+    d = cleanup.decide(ns(name, heartbeat=timedelta(hours=1)), NOW)
+    assert d.ours and d.delete and "no heartbeat for 60m" in d.why
+    assert cleanup.run_of(ns(name))[0] == name.removeprefix("gpuconform-").removesuffix("-node")
 
 
 def test_stamps_round_trip_in_utc():
@@ -89,26 +154,41 @@ def test_stamps_round_trip_in_utc():
     assert cleanup.parse_time("") is None and cleanup.parse_time(None) is None
 
 
-def test_the_command_deletes_only_what_is_not_alive_and_says_why(tmp_path, capsys):
-    """`make cleanup` against a local stand-in API server: three namespaces, one of them a live run's."""
+@pytest.mark.parametrize("force", [False, True], ids=["plain", "force"])
+def test_the_command_deletes_only_what_is_not_alive_and_says_why(tmp_path, capsys, force):
+    """`make cleanup` against a local stand-in API server: a live run's namespace, a dead one's, an ended one's,
+    one without a heartbeat, and gpuconform-system as kustomize labels it (listed by the part-of label)."""
     from test_kube import Server
 
     now = datetime.now(timezone.utc)
+    runs = {"gpuconform-live": {cleanup.HEARTBEAT: cleanup.stamp(now - timedelta(seconds=10))},
+            "gpuconform-dead": {cleanup.HEARTBEAT: cleanup.stamp(now - timedelta(hours=1))},
+            "gpuconform-gone": {cleanup.HEARTBEAT: cleanup.stamp(now), cleanup.ENDED: cleanup.stamp(now)},
+            "gpuconform-bare-node": {}}
     items = [{"metadata": {"name": n, "annotations": a, "creationTimestamp": cleanup.stamp(now - timedelta(hours=2)),
-                           "labels": {"app.kubernetes.io/part-of": "gpuconform"}}, "status": {"phase": "Active"}}
-             for n, a in [("gpuconform-live", {cleanup.HEARTBEAT: cleanup.stamp(now - timedelta(seconds=10))}),
-                          ("gpuconform-dead", {cleanup.HEARTBEAT: cleanup.stamp(now - timedelta(hours=1))}),
-                          ("gpuconform-gone", {cleanup.ENDED: cleanup.stamp(now)})]]
+                           "labels": {"app.kubernetes.io/part-of": "gpuconform",
+                                      "gpuconform.dev/run": n.removeprefix("gpuconform-").removesuffix("-node")}},
+              "status": {"phase": "Active"}} for n, a in runs.items()]
+    items.append({"metadata": {"name": "gpuconform-system", "creationTimestamp": cleanup.stamp(now - timedelta(days=3)),
+                               "labels": {"app.kubernetes.io/part-of": "gpuconform"}}, "status": {"phase": "Active"}})
     srv = Server({"/api/v1/namespaces": [(200, {"kind": "NamespaceList", "apiVersion": "v1", "metadata": {},
                                                 "items": items}, 0)],
                   "DELETE /api/v1/namespaces/gpuconform-gone": [(404, {"kind": "Status", "code": 404}, 0)]})
     try:
-        assert cleanup.main(["--kubeconfig", srv.kubeconfig(tmp_path)]) == 0
+        assert cleanup.main(["--kubeconfig", srv.kubeconfig(tmp_path)] + (["--force"] if force else [])) == 0
     finally:
         srv.close()
     out = capsys.readouterr().out
+    assert ("leave  gpuconform-system: not a gpuconform run's namespace: no gpuconform.dev/run label: not a run's "
+            "namespace") in out
+    assert "gone   gpuconform-gone" in out
+    deletes = sorted(h for h in srv.hits if h.startswith("DELETE"))
+    if force:
+        assert "deleted 3 namespace(s), kept 0, left 1 alone (not a run's)" in out
+        assert deletes == [f"DELETE /api/v1/namespaces/gpuconform-{n}" for n in ("bare-node", "dead", "gone", "live")]
+        return
     assert "delete gpuconform-dead: no heartbeat for 60m (limit 5m): its run is gone" in out
     assert "keep   gpuconform-live: its run is alive" in out
-    assert "gone   gpuconform-gone" in out and "deleted 1 namespace(s), kept 1" in out
-    assert [h for h in srv.hits if h.startswith("DELETE")] == ["DELETE /api/v1/namespaces/gpuconform-dead",
-                                                               "DELETE /api/v1/namespaces/gpuconform-gone"]
+    assert "keep   gpuconform-bare-node: no heartbeat annotation" in out
+    assert "deleted 1 namespace(s), kept 2, left 1 alone (not a run's)" in out
+    assert deletes == ["DELETE /api/v1/namespaces/gpuconform-dead", "DELETE /api/v1/namespaces/gpuconform-gone"]

@@ -151,3 +151,60 @@ def test_a_node_object_that_never_agrees_is_judged_after_one_status_period_and_s
     run = TrailingRun(lag=10**6, period="2s")
     obj, waited = checks.node_status_caught_up(run, "gpu-a", lambda n: n["allocatable"] == 4)
     assert obj == {"allocatable": 0} and 7 <= waited <= 9  # 2 s period + 5 s slack
+
+
+# ------------------------------------------------------------------ nothing new once the end has begun (issue 18)
+
+def test_no_namespace_or_pod_is_created_once_the_end_has_begun():
+    """Before: ensure() after end() created gpuconform-r1-node, which nobody deleted."""
+    core = Core()
+    s = spaces(core)
+    s.ensure()
+    s.end(keep=False, timeout_s=5)
+    for make in (lambda: s.ensure(privileged=True), lambda: s.ensure(),
+                 lambda: s.create_pod({"metadata": {"namespace": "gpuconform-r1", "name": "late"}})):
+        with pytest.raises(EnvironmentProblem) as e:
+            make()
+        assert e.value.code == "ENV-TIMEOUT" and "the run is ending" in e.value.message
+    assert [c[:2] for c in core.calls if c[0] == "create"] == [("create", "gpuconform-r1")]
+
+
+def test_a_namespace_created_while_the_end_begins_is_deleted_by_it():
+    """A check thread creates the node-probe namespace while the main thread ends the run: the end waits for
+    the create and deletes it, or the create is refused; never a namespace the end does not know."""
+    import threading
+
+    class SlowCore(Core):
+        def __init__(self):
+            super().__init__()
+            self.creating = threading.Event()
+
+        def create_namespace(self, body):
+            if body["metadata"]["name"].endswith("-node"):
+                self.creating.set()
+                time.sleep(0.3)
+            super().create_namespace(body)
+
+    core = SlowCore()
+    s = spaces(core)
+    s.ensure()
+    t = threading.Thread(target=s.ensure, kwargs={"privileged": True})
+    t.start()
+    assert core.creating.wait(2)
+    s.end(keep=False, timeout_s=5)
+    t.join(2)
+    assert [c[1] for c in core.calls if c[0] == "delete"] == ["gpuconform-r1", "gpuconform-r1-node"]
+
+
+def test_a_namespace_create_cut_short_by_an_interrupt_is_still_deleted_at_the_end():
+    class Interrupted(Core):
+        def create_namespace(self, body):
+            super().create_namespace(body)
+            raise KeyboardInterrupt  # SIGTERM's first signal, after the API made it
+
+    core = Interrupted()
+    s = spaces(core)
+    with pytest.raises(KeyboardInterrupt):
+        s.ensure()
+    s.end(keep=False, timeout_s=5)
+    assert ("delete", "gpuconform-r1") in core.calls

@@ -112,10 +112,8 @@ def test_gpu_access_held_through_the_run_survives_to_its_end(run, cfg, gpu_node,
                                                                  "the run would leave the other checks none"))
     require_free_gpus(run, gpu_node, 1)
     ns = run.ensure_namespace()
-    name = pod_runner.create(pods.probe_pod(pods.pod_name("access", gpu_node), ns, run.run_id, "access", gpu_node,
-                                            cfg, 1, deadline=timing.RUN_HOLD_DEADLINE_S,
-                                            resource=run.node(gpu_node).resource, every_s=timing.RUN_HOLD_EVERY_S,
-                                            best_effort=True))
+    name = pod_runner.create(pods.run_long_pod(pods.pod_name("access", gpu_node), ns, run.run_id, "access", gpu_node,
+                                               cfg, run.node(gpu_node).resource))
     pod_runner.wait([name], "running", "timeouts.podStart", gpu_node)
     run.held_for_run[gpu_node] = 1
     try:
