@@ -584,9 +584,10 @@ class Config:
         return parse_duration(self.get(dotted), dotted)
 
     def redacted(self) -> dict[str, Any]:
-        d = copy.deepcopy(self.data)
-        d["images"]["pullSecrets"] = ["<redacted>" for _ in d["images"]["pullSecrets"]]
-        return d
+        """The config as the reports show it (gpuconform/redaction.py, the one rule)."""
+        from .redaction import redact
+
+        return redact(self.data)
 
 
 def view(cfg: "Config | Mapping[str, Any]") -> Config:
