@@ -70,7 +70,7 @@ def test_a_spoofs_args_do_not_change_intels_expected_count():
     with_spoof = [spoof("my-intel-job", "intel-flex-0")] + real  # first, as a LIST in name order may put it
     exp = expectation(node, cfg, discovery.find_plugin_pods(with_spoof, "intel").pods)
     assert exp == expectation(node, cfg, discovery.find_plugin_pods(real, "intel").pods)
-    assert check_counts(node, exp) == []  # before the fix: -shared-dev-num 64 from the spoof, GPU-F10
+    assert check_counts(node, exp) == []  # before the fix: -shared-dev-num 64 from the spoof, GPU-F04-UNDERADVERTISED
 
 
 def test_plugin_namespace_sets_aside_even_a_pod_doing_the_job_elsewhere():
