@@ -423,8 +423,13 @@ FIELDS: tuple[Field, ...] = (
           'mixed: expected devices per profile and node, e.g. {"mig-1g.10gb": 7}; empty = from the GFD '
           "mig-<profile>.count labels"),
 
-    Field("plugin.namespace", Str(), "", "namespace of the plugin pods; only narrows plugin.selector"),
-    Field("plugin.selector", SELECTOR, "", "label selector of the plugin pods"),
+    Field("plugin.namespace", Str(), "",
+          "the one namespace the plugin pods may run in (where admins install it; tenants cannot write there): "
+          "pods elsewhere, even doing a plugin's job, are set aside as look-alikes. Empty = any namespace, where "
+          "only a DaemonSet's pod mounting the device-plugins directory counts, whatever its labels"),
+    Field("plugin.selector", SELECTOR, "",
+          "label selector narrowing the plugin pods (where more than one DaemonSet does a plugin's job); a selected "
+          "pod must still be a DaemonSet's pod mounting the device-plugins directory"),
     Field("plugin.socket", Str(), "",
           "the plugin's socket file in the kubelet's device-plugins directory (the socket check); empty = "
           "upstream's name per resource"),
@@ -534,9 +539,6 @@ CROSS_RULES: tuple[CrossRule, ...] = (
     CrossRule("nodes.expectedGpus",
               lambda c: isinstance(c.get("nodes.expectedGpus"), dict) and not c.get("nodes.poolLabel"),
               "is a per-pool mapping, so nodes.poolLabel must name the pool label"),
-    CrossRule("plugin.namespace", lambda c: bool(c.get("plugin.namespace")) and not c.get("plugin.selector"),
-              "only narrows plugin.selector; set plugin.selector too, or neither (the plugin pods are then found "
-              "by what they are)"),
 )
 
 # Variables the suite and its tools read outside the schema (see the module docstring), with the reason.
@@ -624,9 +626,10 @@ class Config:
         return parse_duration(self.get(dotted), dotted)
 
     def redacted(self) -> dict[str, Any]:
-        d = copy.deepcopy(self.data)
-        d["images"]["pullSecrets"] = ["<redacted>" for _ in d["images"]["pullSecrets"]]
-        return d
+        """The config as the reports show it (gpuconform/redaction.py, the one rule)."""
+        from .redaction import redact
+
+        return redact(self.data)
 
 
 def view(cfg: "Config | Mapping[str, Any]") -> Config:

@@ -1,17 +1,27 @@
 """Finding the device-plugin pod(s) on a GPU node without configuration.
 
-A device plugin is recognised by what it is, not by where one install method happens to put it: a pod owned by
-a DaemonSet that mounts the kubelet's device-plugins directory from the host (it must, to serve its socket next
-to kubelet.sock), or whose labels are those of a documented install layout (gpuconform/vendors.py, with the
-upstream file of each), in any namespace. Companion pods that share a chart's labels (GPU Feature Discovery, the
-MPS control daemon, validators, node labellers) are never taken for the plugin. `plugin.namespace` and
-`plugin.selector` remain as overrides for layouts the rules do not know.
+A device plugin is recognised by what it does, never by what it is called: it is a pod whose controller is a
+DaemonSet and that mounts the kubelet's device-plugins directory from the host (it must, to serve its socket
+next to kubelet.sock and reach the kubelet's Registration service; kubernetes pkg/kubelet/cm/devicemanager
+plugin/v1beta1/server.go). Labels are anyone's to write: a tenant's pod labelled like NVIDIA's chart would
+otherwise block certification (GPU-F08 with its own termination message in the verdict), make the plugin check
+pass where the real plugin is missing, and change the expected count through its args (Intel's
+-shared-dev-num, gpuconform/counts.py). A hostPath volume, by contrast, is refused by Pod Security's baseline
+and restricted levels, so a tenant in an ordinary namespace cannot mount the directory. The labels of a
+documented install layout (gpuconform/vendors.py, with the upstream file of each) only name the layout; a pod
+carrying them that does not do the job is listed as a look-alike and never judged. Companion pods that share
+a chart's labels (GPU Feature Discovery, the MPS control daemon, validators, node labellers) and the GPU
+operator's sandbox device plugin (it mounts the directory too, but serves VMs, not containers) are never taken
+for the plugin. `plugin.namespace` restricts the search to one namespace (the namespace admins install the
+plugin into, which tenants cannot write to); `plugin.selector` narrows it to a selection, for clusters where
+more than one DaemonSet does a plugin's job.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .nodemode import SANDBOX_PLUGIN
 from .nodes import matches
 from .vendors import COMPANION_MARKERS, LAYOUTS, Layout
 
@@ -22,14 +32,19 @@ class Found:
     layout: str  # e.g. "nvidia-helm", "generic", "configured"
     why: str  # one line for the report: how the pods were recognised
     companions: list[str] = field(default_factory=list)  # namespace/name of companion pods seen and set aside
+    # namespace/name (and why) of pods that look like the plugin (its labels or plugin.selector) but do not do
+    # its job or are outside plugin.namespace: never judged, named so an auditor sees they were ignored
+    look_alikes: list[str] = field(default_factory=list)
 
 
 NOT_FOUND = Found([], "", "")  # a node where no plugin pod was found (or none was looked for)
 
 
-def _owner(pod: dict) -> dict:
-    """The pod's first owner reference ({} when it has none)."""
-    return (pod.get("metadata", {}).get("ownerReferences") or [{}])[0]
+def _controller(pod: dict) -> dict:
+    """The pod's controller owner reference ({} when it has none); Kubernetes marks the one owner that manages the
+    pod with controller: true (apimachinery metav1.GetControllerOf)."""
+    refs = pod.get("metadata", {}).get("ownerReferences") or []
+    return next((r for r in refs if r.get("controller")), {})
 
 
 def device_plugin_mounts(pod: dict) -> list[str]:
@@ -45,14 +60,32 @@ def device_plugin_mounts(pod: dict) -> list[str]:
     return out
 
 
+def does_the_job(pod: dict) -> str:
+    """'' when the pod does a device plugin's job (a DaemonSet's pod mounting the device-plugins directory), else
+    what it lacks, for the look-alike list."""
+    lacks = []
+    if _controller(pod).get("kind") != "DaemonSet":
+        lacks.append("no DaemonSet owner")
+    if not device_plugin_mounts(pod):
+        lacks.append("no device-plugins hostPath mount")
+    return ", ".join(lacks)
+
+
 def is_companion(pod: dict) -> bool:
     """GPU Feature Discovery, MPS control daemon, validator, node labeller, DCGM, NFD: by name, labels or
     container names (Helm gives them the chart's name label, so labels alone cannot tell them apart)."""
     md = pod.get("metadata", {})
     words = [md.get("name", ""), *(md.get("labels") or {}).values(),
              *(c.get("name", "") for c in pod.get("spec", {}).get("containers") or [])]
-    words.append(_owner(pod).get("name", ""))
+    words.append(_controller(pod).get("name", ""))
     return any(marker in w for w in words for marker in COMPANION_MARKERS)
+
+
+def is_sandbox_plugin(pod: dict) -> bool:
+    """The GPU operator's sandbox device plugin (VM passthrough/vGPU, gpuconform/nodemode.py): its DaemonSet is
+    owned and named by the operator (assets/state-sandbox-device-plugin), so the controller's name decides."""
+    return _controller(pod).get("name", "") == SANDBOX_PLUGIN or \
+        pod.get("metadata", {}).get("name", "").startswith(SANDBOX_PLUGIN + "-")
 
 
 def layout_of(pod: dict, vendor: str) -> Layout | None:
@@ -71,36 +104,43 @@ def _name(p: dict) -> str:
 
 
 def find_plugin_pods(pods_on_node: list[dict], vendor: str, namespace: str = "", selector: str = "") -> Found:
-    """The plugin pods among the pods bound to one node (any namespace). With `selector` (the override
-    plugin.selector, optionally limited to plugin.namespace) only that selection counts."""
-    if selector:
-        mine = [p for p in pods_on_node if matches(p.get("metadata", {}).get("labels") or {}, selector)
-                and (not namespace or p["metadata"].get("namespace") == namespace)]
-        where = f"namespace {namespace}" if namespace else "any namespace"
-        return Found(mine, "configured", f"plugin.selector {selector!r} in {where}")
-    plugins, companions, why = [], [], []
+    """The plugin pods among the pods bound to one node: those doing a plugin's job (does_the_job), in
+    `namespace` when set (plugin.namespace), among the `selector` selection when set (plugin.selector)."""
+    plugins, companions, look_alikes, why = [], [], [], []
     layouts = set()
     for p in pods_on_node:
-        if namespace and p["metadata"].get("namespace") != namespace:
-            continue
         lay = layout_of(p, vendor)
-        mounts = device_plugin_mounts(p)
-        if not lay and not (mounts and _owner(p).get("kind") == "DaemonSet"):
-            continue
-        if is_companion(p):
+        picked = matches(p.get("metadata", {}).get("labels") or {}, selector) if selector else bool(lay)
+        lacks = does_the_job(p)
+        if not picked and lacks:
+            continue  # neither looks like the plugin nor does its job: an ordinary pod
+        if selector and not picked:
+            continue  # does a plugin's job but is not in the configured selection
+        if is_companion(p) or is_sandbox_plugin(p):
             companions.append(_name(p))
             continue
+        if namespace and p["metadata"].get("namespace") != namespace:
+            if not picked:
+                continue  # another namespace's DaemonSet (a NIC's plugin, say) that does not look like ours
+            lacks = ", ".join(filter(None, [f"not in plugin.namespace {namespace}", lacks]))
+        if lacks:
+            look_alikes.append(f"{_name(p)} ({lacks})")
+            continue
         plugins.append(p)
-        owner = _owner(p)
+        owner = _controller(p)
         how = []
-        if lay:
+        if selector:
+            layouts.add("configured")
+            how.append(f"plugin.selector {selector!r}")
+        elif lay:
             layouts.add(lay.name)
             how.append("labels " + ",".join(f"{k}={v}" for k, v in lay.labels.items()) + f" ({lay.name} layout)")
         else:
             layouts.add("generic")
-        if mounts:
-            how.append(f"mounts {mounts[0]}")
-        why.append(f"{_name(p)} ({owner.get('kind', 'no owner')} {owner.get('name', '-')}): " + ", ".join(how))
+        how.append(f"mounts {device_plugin_mounts(p)[0]}")
+        why.append(f"{_name(p)} (DaemonSet {owner.get('name', '-')}): " + ", ".join(how))
     layout = ", ".join(sorted(layouts)) if layouts else "none"
-    return Found(plugins, layout, "; ".join(why) if why else "no pod on the node is owned by a DaemonSet and mounts "
-                 "a device-plugins directory, and none carries a known plugin layout's labels", companions)
+    where = f" in namespace {namespace}" if namespace else ""
+    among = f" among the pods matching plugin.selector {selector!r}" if selector else ""
+    return Found(plugins, layout, "; ".join(why) if why else f"no pod on the node{where}{among} is owned by a "
+                 "DaemonSet and mounts a device-plugins directory", companions, look_alikes)

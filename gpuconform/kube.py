@@ -20,7 +20,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import threading
 import time
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from . import timing
 from .apierrors import (TRANSIENT_STATUS, _cause, api_error, created_name, http_error, is_permanent, maybe_sent,
                         retry_after, should_retry)
 from .reasons import EnvironmentProblem
+from .redaction import RedactSecrets, remember
 from .watch import Watch, pod_watch, to_dict
 
 # What callers use as kube.X (the error names and the watch live in their own modules).
@@ -48,20 +48,10 @@ for _name in ("kubernetes", "kubernetes.client.rest", "urllib3", "urllib3.connec
 log = logging.getLogger("gpuconform.api")
 
 
-class RedactSecrets(logging.Filter):
-    """Defence in depth for the suite's own debug log: bearer tokens and JWTs are masked in every record."""
-
-    PATTERNS = (re.compile(r"(?i)(bearer\s+)[^\s'\"]+"), re.compile(r"eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]+"))
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        msg = record.getMessage()
-        for p in self.PATTERNS:
-            msg = p.sub(lambda m: (m.group(1) if m.groups() else "") + "<redacted>", msg)
-        record.msg, record.args = msg, None
-        return True
-
-
+# Defence in depth for the suite's own debug log, and for the root logger, where the kubernetes client logs an
+# exec credential plugin's failure with the plugin's stderr (config/kube_config.py `logging.error(str(e))`).
 log.addFilter(RedactSecrets())
+logging.getLogger().addFilter(RedactSecrets())
 
 
 class RateLimiter:
@@ -245,6 +235,10 @@ def connect(kubeconfig: str | None, context: str | None, qps: float, burst: int,
         kconfig.load_kube_config(context=context, client_configuration=cfg)
         source = "kubeconfig ~/.kube/config" + (f" (context {context})" if context else "")
     cfg.debug = False
+    # the credentials, whatever their shape (a static kubeconfig token need not look like a JWT), are scrubbed
+    # from everything the suite writes, --showlocals tracebacks of the client's frames included
+    for value in (*(cfg.api_key or {}).values(), cfg.password):
+        remember(value)
     cfg.connection_pool_maxsize = max(pool, 4)  # one connection per concurrent check, watches apart
     # One retry layer with one deadline: urllib3's own retries (3 by default, each with a full timeout) are off,
     # and its errors reach should_retry unwrapped.

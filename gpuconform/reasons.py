@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import untrusted
+
 
 @dataclass(frozen=True)
 class Reason:
@@ -133,7 +135,8 @@ class Verdict(Exception):
     def __init__(self, code: str, message: str, evidence: dict | None = None):
         if code not in REASONS:
             raise ValueError(f"unknown reason code {code}")
-        self.code, self.message, self.evidence = code, message, evidence or {}
+        # cluster text (event and termination messages, output tails) is cleaned here, where every verdict passes
+        self.code, self.message, self.evidence = code, untrusted.clean(message), evidence or {}
         super().__init__(self.render())
 
     @property
@@ -141,7 +144,7 @@ class Verdict(Exception):
         return REASONS[self.code]
 
     def render(self) -> str:
-        return f"[{self.code}] {self.message}\n  fix: {self.reason.hint}"
+        return f"[{self.code}] {untrusted.continued(self.message)}\n  fix: {self.reason.hint}"
 
 
 class Violation(Verdict, AssertionError):
@@ -158,7 +161,7 @@ def skip_reason(code: str, message: str) -> str:
     """The text passed to pytest.skip, so the JSON summary can recover the code."""
     if code not in REASONS:
         raise ValueError(f"unknown reason code {code}")
-    return f"[{code}] {message}"
+    return f"[{code}] {untrusted.continued(message)}"
 
 
 def code_of(text: str) -> str | None:

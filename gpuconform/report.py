@@ -7,14 +7,13 @@ its `gc-` classes.
 
 from __future__ import annotations
 
-import copy
 import html
 import json
 import math
 import re
 from typing import Any, Iterable
 
-from gpuconform import reasons
+from gpuconform import reasons, redaction
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
 # Worst first: the outcome a matrix cell shows when several results share a (check, node).
@@ -533,37 +532,8 @@ def percentile_table_html(latency: list[dict], thresholds: dict[str, float]) -> 
 
 # ---------------------------------------------------------------- environment
 
-SECRET_KEYS = ("token", "password", "secret", "key", "cert", "credential")
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-_LONG_FORMS = {"certificate": "cert", "passwd": "password"}
-_REFERENCE_WORDS = {"name", "names", "ref", "refs"}  # secretName, secretKeyRef: point at a Secret, hold no value
-
-
-def is_secret_key(key: str, secret_keys: Iterable[str] = SECRET_KEYS) -> bool:
-    """Whole-word match on camelCase/snake_case/kebab-case words (plurals and 'certificate' included).
-
-    Kept: a bare 'key'/'keys' (a label or taint key, e.g. tolerations[].key), keys that name or reference a
-    Secret (…Name, …Ref) and pull-secret lists (pullSecrets, imagePullSecrets: Secret names, not values).
-    """
-    words = [w.lower() for w in _WORD.findall(str(key))]
-    if not words or words in (["key"], ["keys"]) or words[-1] in _REFERENCE_WORDS or words[-2:] == ["pull", "secrets"]:
-        return False
-    roots = {s.lower() for s in secret_keys}
-    for w in words:
-        w = w[:-1] if w.endswith("s") and len(w) > 3 else w
-        if _LONG_FORMS.get(w, w) in roots:
-            return True
-    return False
-
-
-def redact(obj: Any, secret_keys: Iterable[str] = SECRET_KEYS) -> Any:
-    """A deep copy with the value of every secret-looking dict key (see is_secret_key) set to '<redacted>'."""
-    keys = tuple(secret_keys)
-    if isinstance(obj, dict):
-        return {k: "<redacted>" if is_secret_key(k, keys) else redact(v, keys) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(redact(v, keys) for v in obj)
-    return copy.deepcopy(obj)
+# The one redaction rule lives in gpuconform/redaction.py; kept importable from here for the report's callers.
+SECRET_KEYS, is_secret_key, redact = redaction.SECRET_KEYS, redaction.is_secret_key, redaction.redact
 
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_./<>+][A-Za-z0-9_./<>@+=, -]*$")

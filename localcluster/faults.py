@@ -50,6 +50,7 @@ class Fault:
     double_assign: bool = False  # two tenant pods; a stale kubelet device checkpoint gives tenant-b tenant-a's GPU
     cut_access_after: float = 0  # the suite's run-long pod loses its GPU access this many seconds after it runs
     foreign_namespaces: bool = False  # other teams' namespaces labelled like the suite's (FOREIGN_NAMESPACES)
+    spoof_plugin: bool = False  # a tenant's crash-looping pod labelled like the plugin runs on the GPU node
 
 
 ALL_NUMA1 = {str(i): 1 for i in range(c.GPUS)}
@@ -131,6 +132,10 @@ FAULTS: dict[str, Fault] = {
                                "renamed copy of a run's namespace with its run label and a stale heartbeat, one "
                                "stamped ended): `make cleanup`, FORCE=1 too, must leave them alone",
                                foreign_namespaces=True),
+    "spoofed-plugin-pod": Fault("F8 (negative)", "Helm layout, healthy plugin: a tenant's pod in its own namespace "
+                                "carries the chart's labels (no DaemonSet owner, no device-plugins mount) and "
+                                "crash-loops with a hostile termination message; it is set aside, no check may fail",
+                                layout="helm", spoof_plugin=True),
     "topology-policy-none": Fault("topology", "kubelet topologyManagerPolicy is none instead of single-numa-node",
                                   policy="none"),
 }
@@ -203,6 +208,27 @@ def _hog_objects(gpus: int) -> list[dict]:
                       "containers": [{"name": "train", "image": c.IMAGES["probe"], "imagePullPolicy": "IfNotPresent",
                                       "command": ["sleep", "86400"],
                                       "resources": {"limits": {c.RESOURCE: str(gpus)}}}]}}]
+
+
+SPOOF_NS = "tenant-spoof"
+# What the spoof writes as its termination message: terminal escapes (clear screen, window title), NUL, BEL and CI
+# workflow commands (GitHub Actions reads `::cmd::` at a line start, the Azure agent `##vso[` anywhere in a line).
+SPOOF_MESSAGE = r"\033[2J\033]0;pwned\007\000\n::error::certification revoked\n##vso[task.complete result=Failed]done"
+
+
+def _spoof_objects(labels: dict[str, str]) -> list[dict]:
+    """A tenant's bare pod (no owner, no hostPath: what Pod Security restricted allows) with the plugin's labels,
+    on the GPU node, exiting 1 at once with SPOOF_MESSAGE as its termination message: CrashLoopBackOff."""
+    restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SPOOF_NS}},
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "my-job", "namespace": SPOOF_NS, "labels": labels},
+             "spec": {"nodeSelector": {"kubernetes.io/hostname": c.NODE_NAME}, "terminationGracePeriodSeconds": 0,
+                      "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
+                                          "seccompProfile": {"type": "RuntimeDefault"}},
+                      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                      "containers": [{"name": "nvidia-device-plugin-ctr", "image": c.IMAGES["probe"],
+                                      "imagePullPolicy": "IfNotPresent", "securityContext": restricted,
+                                      "command": ["sh", "-c", f"printf '{SPOOF_MESSAGE}' > /dev/termination-log; exit 1"]}]}}]
 
 
 # The label every suite pod carries (gpuconform/pods.py RUN_LABEL): the bed watches for it, nothing more.
@@ -283,6 +309,8 @@ def clear(quiet: bool = False) -> int:
     if prev and prev.foreign_namespaces:
         kubectl("delete", "namespace", *FOREIGN_NAMESPACES, "--ignore-not-found", "--wait=true", "--timeout=60s",
                 check=False)
+    if prev and prev.spoof_plugin:
+        kubectl("delete", "namespace", SPOOF_NS, "--wait=true", "--timeout=60s", check=False)
     if prev and prev.cut_access_after:  # a cut still waiting for a run must not hit the next one
         subprocess.run(["pkill", "-f", "cluster.py cut-access"], check=False)
     if prev and prev.operator_failing or c.validator_state(kubectl) != "ready":
@@ -318,6 +346,11 @@ def apply(name: str) -> int:
         c.wait_for("the GPU Feature Discovery pod to crash-loop", lambda: any(
             cs.get("restartCount", 0) > 0 for p in shapes.companion_pods(kubectl, shapes.current()[1])
             for cs in p.get("status", {}).get("containerStatuses", [])), 90, "kubelet")
+    if f.spoof_plugin:
+        kubectl.apply(*_spoof_objects(shapes.LAYOUT_OBJECTS[shapes.current()[1]].labels))
+        c.wait_for("the spoofed plugin pod to crash-loop", lambda: any(
+            cs.get("restartCount", 0) > 0 for cs in kubectl.json("get", "pod", "-n", SPOOF_NS, "my-job").get(
+                "status", {}).get("containerStatuses", [])), 90, "kubelet")
     if f.hardware_numa is not None or f.off_bus:
         c.write_hardware(numa=f.hardware_numa or 0, off_bus=f.off_bus)
     if f.runtime:  # read by the runtime at each container create: no restart needed

@@ -16,9 +16,10 @@ def plugin_findings(node: str, found: Found, max_restarts: int) -> list[Finding]
     """No device-plugin pod on the GPU node at all, or one crash-looping or not Ready (plugin_pod_findings)."""
     if not found.pods:
         companions = f"; companions seen: {', '.join(found.companions)}" if found.companions else ""
+        look_alikes = f"; look-alikes set aside: {', '.join(found.look_alikes)}" if found.look_alikes else ""
         return [Finding("GPU-F08-PLUGIN-NOT-READY", f"{node}: no device-plugin pod runs on this GPU node "
-                        f"({found.why}{companions}). Check the plugin DaemonSet's node selector and tolerations, or "
-                        "set plugin.selector")]
+                        f"({found.why}{companions}{look_alikes}). Check the plugin DaemonSet's node selector and "
+                        "tolerations, or set plugin.namespace / plugin.selector")]
     return plugin_pod_findings(node, found.pods, max_restarts)
 
 

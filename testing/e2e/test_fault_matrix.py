@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from xml.etree import ElementTree
 
 import jsonschema
 import pytest
@@ -89,6 +90,9 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
                          {"GPU-F12-DEVICE-NOT-INJECTED", "GPU-NUMA-NA", "GPU-KUBELET-RECORD-MISMATCH"}),
     # a crash-looping companion (GPU Feature Discovery, with the chart's labels) is not the plugin: all pass
     "companion-crashloop": ({"test_plugin_pod_is_ready_and_not_crash_looping": None}, set()),
+    # a tenant's crash-looping pod with the chart's labels (no DaemonSet owner, no device-plugins mount) is not
+    # the plugin: all pass, and the plugin check names it among the look-alikes set aside (NAMED)
+    "spoofed-plugin-pod": ({"test_plugin_pod_is_ready_and_not_crash_looping": None}, set()),
     "operator-not-ready": ({"test_gpu_operator_validation_passed_on_the_node": "ENV-OPERATOR-NOT-READY"}, set()),
     # issue 9: the kubelet's own evidence, the hardware, the runtime
     "gpu-off-bus": ({"test_advertised_gpus_match_the_pci_hardware": "GPU-F04-LABEL-HARDWARE-MISMATCH"}, set()),
@@ -109,7 +113,10 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
 
 
 # Exit codes other than 1 (a check failed): skips alone certify nothing.
-EXIT = {"gpus-busy": 6, "companion-crashloop": 0}
+EXIT = {"gpus-busy": 6, "companion-crashloop": 0, "spoofed-plugin-pod": 0}
+# fault -> (JUnit property, text it must contain): what a passing check must still say about the fault
+NAMED: dict[str, tuple[str, str]] = {"spoofed-plugin-pod": ("plugin_look_alikes", "tenant-spoof/my-job (no DaemonSet "
+                                                                                  "owner, no device-plugins hostPath mount)")}
 
 
 def run_suite(tmp: Path, *extra: str) -> tuple[int, dict]:
@@ -150,8 +157,9 @@ FAULT_W = max(map(len, MATRIX))  # the fault column fits the longest name
 def test_fault_is_detected_by_its_check_with_its_reason_code(fault, tmp_path):
     expected, allowed = MATRIX[fault]
     bed("fault", fault)
+    junit = tmp_path / "junit.xml"
     try:
-        rc, s = run_suite(tmp_path)
+        rc, s = run_suite(tmp_path, "--junitxml", str(junit))
     finally:
         bed("fault-clear")
     by_check = {r["check"]: r for r in s["results"]}
@@ -170,6 +178,11 @@ def test_fault_is_detected_by_its_check_with_its_reason_code(fault, tmp_path):
             continue
         if r["reason"] not in allowed:
             problems.append(f"misfire: {r['check']} {r['outcome']} {r['reason']}: {r['message'][:300]}")
+    if fault in NAMED:
+        prop, text = NAMED[fault]
+        values = [p.get("value", "") for p in ElementTree.parse(junit).iter("property") if p.get("name") == prop]
+        if not any(text in v for v in values):
+            problems.append(f"no JUnit property {prop} names {text!r} (found {values})")
     assert rc == EXIT.get(fault, 1), f"exit {rc} on a broken cluster (expected {EXIT.get(fault, 1)})"
     assert not problems, "\n".join(problems)
 

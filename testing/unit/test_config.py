@@ -213,7 +213,6 @@ def test_sharing_replicas_from_cli():
 @pytest.mark.parametrize("key, value, fragment", [
     ("resourceName", "gpu", "vendor.com/name"),
     ("nodes.selector", "a b", "label selector"),
-    ("plugin.namespace", "gpu-operator", "only narrows plugin.selector"),
     ("sharing.renamed", "maybe", "auto, true or false"),
     ("sharing.strategy", "mig", "auto|none|time-slicing|mps"),
     ("mig.strategy", "both", "auto|none|single|mixed"),

@@ -106,8 +106,19 @@ def test_override_selector_limits_discovery_to_the_selection():
     data = load("nvidia-helm.json")
     on_node = [p for p in data["pods"] if p["spec"].get("nodeName") == "gpu-ts-0"]
     found = discovery.find_plugin_pods(on_node, "nvidia", "nvidia-device-plugin", "app.kubernetes.io/name=nvidia-device-plugin")
-    assert found.layout == "configured" and len(found.pods) >= 2  # the chart's GFD pod carries the same labels
+    # the chart's GFD pod carries the same labels but is a companion: a selection still has to do the job
+    assert found.layout == "configured" and [p["metadata"]["name"] for p in found.pods] == ["nvdp-nvidia-device-plugin-a1b2c"]
+    assert found.companions == ["nvidia-device-plugin/nvdp-nvidia-device-plugin-gpu-feature-discovery-c2b1a"]
     assert discovery.find_plugin_pods(on_node, "nvidia", "kube-system", "name=x").pods == []
+
+
+def test_plugin_namespace_alone_restricts_discovery():
+    on_node = [p for p in load("nvidia-helm.json")["pods"] if p["spec"].get("nodeName") == "gpu-ts-0"]
+    assert len(discovery.find_plugin_pods(on_node, "nvidia", "nvidia-device-plugin").pods) == 1
+    elsewhere = discovery.find_plugin_pods(on_node, "nvidia", "kube-system")
+    assert elsewhere.pods == [] and "in namespace kube-system" in elsewhere.why
+    assert elsewhere.look_alikes == ["nvidia-device-plugin/nvdp-nvidia-device-plugin-a1b2c (not in plugin.namespace "
+                                     "kube-system)"]
 
 
 def test_nothing_found_says_what_was_looked_for():

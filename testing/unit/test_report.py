@@ -488,17 +488,19 @@ def test_redact_secret_values_and_keeps_names_and_plain_keys():
         assert auth[k] == "<redacted>", k
     assert auth["secretName"] == "gpuconform-creds"  # names a Secret, holds no value
     assert (auth["keyboardLayout"], auth["monkey"]) == ("de", "banana")  # 'key' only as a whole word
-    assert out["images"]["pullSecrets"] == ["ngc-pull", "mirror"]  # Secret names
+    # the configured pull secrets: the config reference promises them redacted (one rule, gpuconform/redaction.py)
+    assert out["images"]["pullSecrets"] == ["<redacted>", "<redacted>"]
     assert out["tolerations"][0]["key"] == "nvidia.com/gpu"  # a taint key
     assert out["resourceName"] == "nvidia.com/gpu"
-    assert {k: out[k] for k in CONFIG if k != "auth"} == {k: CONFIG[k] for k in CONFIG if k != "auth"}
+    assert {k: out[k] for k in CONFIG if k not in ("auth", "images")} == \
+        {k: CONFIG[k] for k in CONFIG if k not in ("auth", "images")}
     out["images"]["pullSecrets"].append("x")
     assert CONFIG["images"]["pullSecrets"] == ["ngc-pull", "mirror"]  # a deep copy
 
 
 @pytest.mark.parametrize("key,secret", [
-    ("token", True), ("tokens", True), ("APIKey", True), ("privateKeys", True), ("imagePullSecrets", False),
-    ("pullSecrets", False), ("resourceName", False), ("key", False), ("tokenizer", False), ("passwd", True),
+    ("token", True), ("tokens", True), ("APIKey", True), ("privateKeys", True), ("imagePullSecrets", True),
+    ("pullSecrets", True), ("resourceName", False), ("key", False), ("tokenizer", False), ("passwd", True),
     ("sshKeyRef", False), ("caCert", True),
 ])
 def test_is_secret_key(key, secret):
@@ -520,7 +522,7 @@ def test_environment_html():
     assert "<script>" not in out
     pre = root.find("pre").text
     assert "token: <redacted>" in pre and "hunter2" not in pre
-    assert "  pullSecrets:\n    - ngc-pull\n    - mirror" in pre
+    assert "  pullSecrets:\n    - <redacted>\n    - <redacted>" in pre and "ngc-pull" not in pre
     assert "tolerations:\n  - key: nvidia.com/gpu\n    operator: Exists\n    effect: NoSchedule" in pre
     assert '  exclude: ""' in pre and "  profiles: {}" in pre and "  enabled: true" in pre
     assert '  expectedGpus: auto' in pre

@@ -8,12 +8,16 @@ from gpuconform import pods, verdicts
 
 def test_plugin_pod_is_ready_and_not_crash_looping(run, cfg, gpu_node, evidence, record_property):
     """MUST: every GPU node runs a Ready device-plugin pod that is not crash-looping (restarts within
-    plugin.maxRestarts). Found by what it is (DaemonSet pod mounting the device-plugins directory, or a known
-    install layout's labels) in any namespace; companion pods (feature discovery, MPS, validators) are not it."""
+    plugin.maxRestarts). Found by what it does: a DaemonSet's pod mounting the device-plugins directory (in
+    plugin.namespace when set); labels only name the layout, so a pod that merely looks like the plugin is set
+    aside, never judged, as are companion pods (feature discovery, MPS, validators)."""
     found = run.find_plugin(gpu_node)
-    evidence.note("plugin discovery", {"layout": found.layout, "why": found.why, "companions set aside": found.companions})
+    evidence.note("plugin discovery", {"layout": found.layout, "why": found.why, "companions set aside": found.companions,
+                                       "look-alikes set aside": found.look_alikes})
     record_property("plugin_layout", found.layout)  # also on a pass: the audit trail says what was judged
     record_property("plugin_found", found.why)
+    if found.look_alikes:  # pods labelled like the plugin that do not do its job: named, never judged
+        record_property("plugin_look_alikes", "; ".join(found.look_alikes))
     for p in found.pods:
         evidence.pod(p["metadata"]["namespace"], p["metadata"]["name"])
     hand_over(verdicts.plugin_findings(gpu_node, found, cfg.get("plugin.maxRestarts")))

@@ -1,0 +1,71 @@
+"""Text the cluster wrote, made safe to show: event messages, termination messages, pod and plugin logs, node
+conditions reach the terminal, CI logs, JUnit and the HTML report, and any tenant can write some of it.
+
+Two dangers, one function each:
+- control characters: an ESC starts a terminal escape sequence (clear the screen, set the window title, move the
+  cursor over a verdict), NUL and BEL disturb terminals and XML, a bare CR makes a new line for the Azure
+  Pipelines agent (it reads lines with ReadLine), C1 controls are CSI/OSC in one byte, and the Unicode bidi
+  overrides reorder what a reader sees (CVE-2021-42574). `clean` writes each as a visible escape (`\\x1b`,
+  `\\u202e`); invalid UTF-8 (decoded with surrogateescape, or given as bytes) becomes `\\xff`. Newline and tab
+  stay: they structure logs and JSON dumps.
+- CI workflow commands: GitHub Actions acts on a line that starts, after leading whitespace, with `::`
+  (actions/runner ActionCommand.TryParseV2: `message.TrimStart()` then `StartsWith("::")`); the Azure Pipelines
+  agent on `##vso[` anywhere in a line (azure-pipelines-agent Command.TryParse: `message.IndexOf("##vso[")`).
+  `clean` rewrites `##vso[` as `**vso[` (the agent's own neutraliser does the same), and `quoted` / `continued`
+  put a non-blank prefix before every line of cluster text, so none starts with `::`.
+
+`clean` is idempotent: text cleaned twice reads as text cleaned once, so each boundary may clean again.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls but \t and \n, DEL, C1 controls, line/paragraph separators, bidi embeddings/overrides/isolates, and
+# lone surrogates (what surrogateescape makes of invalid UTF-8 bytes)
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMED = {"\r": "\\r", "\n": "\\n", "\t": "\\t"}
+_AZURE = "##vso["
+PREFIX = "| "  # before each line of cluster text (evidence, logs): never blank, never `:`
+
+
+def _escape(m: re.Match) -> str:
+    ch = m.group()
+    o = ord(ch)
+    if ch in _NAMED:
+        return _NAMED[ch]
+    if 0xDC80 <= o <= 0xDCFF:  # a byte that was not UTF-8, kept by surrogateescape
+        return f"\\x{o - 0xDC00:02x}"
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def clean(text: str | bytes | None, keep_newlines: bool = True) -> str:
+    """`text` with every control character (but newline and tab, unless `keep_newlines` is False) written as a
+    visible escape, invalid UTF-8 as `\\xNN`, CRLF as LF, and `##vso[` as `**vso[`."""
+    if text is None:
+        return ""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "surrogateescape")
+    text = text.replace("\r\n", "\n")
+    if keep_newlines:
+        text = _UNSAFE.sub(_escape, text)
+    else:
+        text = re.sub(f"{_UNSAFE.pattern}|[\n\t]", _escape, text)
+    return text.replace(_AZURE, "**vso[")
+
+
+def one_line(text: str | bytes | None) -> str:
+    """`clean` with newlines and tabs escaped too: for one-line outputs (live progress lines, table cells)."""
+    return clean(text, keep_newlines=False)
+
+
+def quoted(text: str | bytes | None, prefix: str = PREFIX) -> str:
+    """`clean`, then `prefix` before every line: for blocks of cluster text (evidence sections, logs)."""
+    return "\n".join(prefix + line for line in clean(text).split("\n"))
+
+
+def continued(text: str | bytes | None, prefix: str = "  " + PREFIX) -> str:
+    """`clean`, with `prefix` before every line after the first: for a message whose first line the suite writes
+    after its own marker (a verdict's "[CODE] ", a live line's time stamp)."""
+    first, *rest = clean(text).split("\n")
+    return "\n".join([first, *(prefix + line for line in rest)])
