@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.checks import hand_over, node_probe_report, node_status_caught_up
+from fixtures.checks import hand_over, node_probe_off, node_probe_report, node_status_caught_up
 from gpuconform import counts, verdicts
 from gpuconform.reasons import REASONS
 
@@ -14,8 +14,9 @@ def test_advertised_gpus_match_the_hardware(run, cfg, gpu_node, pod_runner, evid
     optional node probe) counts its GPUs of every model."""
     node = run.refresh_node(gpu_node)
     exp = run.expectation(gpu_node, node)
-    if counts.may_count_one_model(node, exp) and cfg.get("nodeProbe.enabled") and run.node(gpu_node).usable:
-        exp = verdicts.with_pci_count(exp, node_probe_report(run, cfg, pod_runner, evidence, gpu_node, "count"))
+    if counts.may_count_one_model(node, exp) and not node_probe_off(cfg) and run.node(gpu_node).usable:
+        exp = verdicts.with_pci_count(exp, node_probe_report(run, cfg, pod_runner, evidence, gpu_node, "count",
+                                                             required=False))
     evidence.note("expectation", {"pool": exp.describe(), **exp.__dict__})
     logs = None
     if verdicts.unhealthy_ids_needed(node, exp):  # the plugin log names the Unhealthy devices
