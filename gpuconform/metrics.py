@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 _LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+-?\d+)?$')
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-# Series that count: a counter or a histogram's buckets and count can be neither NaN nor negative.
-_COUNTING = ("_total", "_bucket", "_count")
+# Series that count: a counter or a histogram's buckets and count can be neither NaN nor negative; nor can the
+# process start time the registration check compares (a NaN there would read as a kubelet restart, GPU-F11).
+_COUNTING = ("_total", "_bucket", "_count", "process_start_time_seconds")
 
 Sample = tuple[str, tuple[tuple[str, str], ...], float]
 

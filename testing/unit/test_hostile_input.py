@@ -236,6 +236,8 @@ CASES: list[Case] = [
     Case("metrics-nan-counter", "`kubelet_device_plugin_registration_total NaN`", "kubelet /metrics",
          "ENV-NOT-CHECKED", "not a count",
          _kubelet("metrics", 'kubelet_device_plugin_registration_total{resource_name="nvidia.com/gpu"} NaN\n')),
+    Case("metrics-nan-start", "`process_start_time_seconds NaN`", "kubelet /metrics", "ENV-NOT-CHECKED",
+         "not a count", _kubelet("metrics", "process_start_time_seconds NaN\n")),
     Case("configz-not-json", "a configz that is not JSON", "kubelet /configz", "ENV-NOT-CHECKED", "not JSON",
          _kubelet("configz", "<html>proxy error</html>")),
     Case("configz-list", "a configz that is a JSON list", "kubelet /configz", "ENV-NOT-CHECKED",
