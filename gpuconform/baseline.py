@@ -121,10 +121,43 @@ def _percent(fraction: Any) -> str:
     return f"{fraction * 100:g}%" if _number(fraction) is not None else str(fraction)
 
 
+def problems(summary: Any) -> list[str]:
+    """What keeps `summary` from being compared, one line each naming the field (e.g. "results[3]: no 'test'"):
+    the fields compare() reads, checked before the run so a hand-edited or truncated baseline is a usage error at
+    the start (fixtures/options.py), not a crash at the session's end that leaves no summary or report."""
+    if not isinstance(summary, dict):
+        return [f"a JSON {type(summary).__name__}, not a summary object"]
+    if summary.get("schema") != SCHEMA:
+        return [f"schema {summary.get('schema')!r}, expected {SCHEMA!r}"]
+    out: list[str] = []
+    for key, item_keys in (("results", {"test": (str,), "node": (str, type(None)), "outcome": (str, type(None))}),
+                           ("latency", {"node": (str,)})):
+        rows = summary.get(key)
+        if rows is None:
+            continue
+        if not isinstance(rows, list):
+            out.append(f"{key}: a {type(rows).__name__}, expected a list")
+            continue
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                out.append(f"{key}[{i}]: a {type(row).__name__}, expected an object")
+                continue
+            for field_, types in item_keys.items():
+                required = str in types and type(None) not in types
+                if field_ not in row and required:
+                    out.append(f"{key}[{i}]: no {field_!r}")
+                elif field_ in row and not isinstance(row[field_], types):
+                    out.append(f"{key}[{i}].{field_}: {row[field_]!r} is not a string")
+    nodes = summary.get("gpu_nodes")
+    if nodes is not None and not (isinstance(nodes, list) and all(isinstance(n, str) for n in nodes)):
+        out.append("gpu_nodes: expected a list of node names")
+    return out
+
+
 def _check_schema(summary: dict, which: str) -> None:
-    found = summary.get("schema") if isinstance(summary, dict) else None
-    if found != SCHEMA:
-        raise ValueError(f"{which} summary has schema {found!r}, expected {SCHEMA!r}")
+    found = problems(summary)
+    if found:
+        raise ValueError(f"{which} summary: {found[0]}" + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""))
 
 
 def _nodes(summary: dict) -> set[str]:

@@ -34,6 +34,7 @@ gpuconform/timing.py.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -58,6 +59,8 @@ def parse_duration(value: Any, where: str) -> float:
     if isinstance(value, bool):
         raise ConfigError(f"{where}: expected {_DURATION_HINT}, got {value!r}")
     if isinstance(value, (int, float)):
+        if not math.isfinite(value):  # YAML's .nan/.inf: NaN compares false, so a NaN threshold never fails
+            raise ConfigError(f"{where}: must be a finite duration, got {value!r}")
         if value < 0:
             raise ConfigError(f"{where}: must not be negative, got {value!r}")
         return float(value)
@@ -73,14 +76,55 @@ def _is_int(v: Any) -> bool:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A finite int or float: YAML's .nan passes no comparison and .inf overflows int() (activeDeadlineSeconds)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# Bounds on the config's YAML, whether from the file, an environment variable or --gpuconform-set: the schema is
+# three levels deep, so anything far deeper or far larger is a mistake or an attack, refused before it is built.
+MAX_CONFIG_BYTES = 1 << 20
+MAX_YAML_DEPTH = 20
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """SafeLoader that refuses anchors and aliases (a few hundred bytes of nested aliases expand into megabytes:
+    the "billion laughs"; a config has no use for them) and nesting deeper than MAX_YAML_DEPTH (the composer
+    recurses once per level, so a deep `[[[...` file would end in RecursionError)."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise yaml.composer.ComposerError(None, None, "YAML anchors and aliases (&name, *name, <<) are not "
+                                              "allowed in the config: write each value out", event.start_mark)
+        if self._depth >= MAX_YAML_DEPTH:
+            raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_YAML_DEPTH} levels",
+                                              event.start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _safe_yaml(text: str) -> Any:
+    """`text` as YAML under the config's bounds; raises yaml.YAMLError (with a mark where it has one)."""
+    if len(text.encode("utf-8", errors="replace")) > MAX_CONFIG_BYTES:
+        raise yaml.YAMLError(f"larger than {MAX_CONFIG_BYTES} bytes")
+    return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """The YAML error's cause on one line (a reader error's text spans lines)."""
+    return " ".join(str(getattr(e, "problem", None) or e).split())
 
 
 def _yaml_text(raw: str) -> Any:
     try:
-        return yaml.safe_load(raw)
+        return _safe_yaml(raw)
     except yaml.YAMLError as e:
-        raise ValueError(f"not valid YAML ({getattr(e, 'problem', None) or e})") from None
+        raise ValueError(f"not valid YAML ({_yaml_problem(e)})") from None
 
 
 # ------------------------------------------------------------------ kinds: what a field accepts
@@ -211,6 +255,68 @@ class ListOf(Kind):
 
     def check(self, v: Any) -> str | None:
         return None if isinstance(v, list) and all(self.item(i) for i in v) else f"{self.rule}, got {v!r}"
+
+    def from_text(self, raw: str) -> Any:
+        return _yaml_text(raw)
+
+
+# core/v1 Toleration, as the API server validates it (kubernetes pkg/apis/core/validation/validation.go
+# ValidateTolerations; the key is a label key, IsQualifiedName; the value a label value, IsValidLabelValue).
+_TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
+_LABEL_NAME = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_QUALIFIED_NAME = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}$")
+_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
+
+
+def toleration_problem(t: Any) -> str | None:
+    """Why `t` is not a Kubernetes toleration the API server would accept, or None. Checked here so a bad entry
+    is one config error before the run, not a 422 on every test pod."""
+    if not isinstance(t, dict):
+        return f"must be a mapping, got {t!r}"
+    unknown = sorted(str(k) for k in t if k not in _TOLERATION_FIELDS)
+    if unknown:
+        return f"unknown field(s) {', '.join(unknown)} (known: {', '.join(_TOLERATION_FIELDS)})"
+    key, op, value, effect = (t.get(k, "") for k in ("key", "operator", "value", "effect"))
+    for name, v in (("key", key), ("operator", op), ("value", value), ("effect", effect)):
+        if not isinstance(v, str):
+            return f"{name} must be a string, got {v!r}"
+    if key and (len(key.rsplit("/", 1)[-1]) > 63 or len(key) > 253 + 64 or not _QUALIFIED_NAME.match(key)):
+        return f"key must be a label key like example.com/name, got {key!r}"
+    if op not in ("", "Equal", "Exists"):
+        return f"operator must be Exists or Equal, got {op!r}"
+    if not key and op != "Exists":
+        return "operator must be Exists when key is empty (it then tolerates every taint)"
+    if op == "Exists" and value:
+        return f"value must be empty with operator Exists, got {value!r}"
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        return f"value must be a label value (63 characters at most), got {value!r}"
+    if effect not in ("", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+        return f"effect must be NoSchedule, PreferNoSchedule, NoExecute or empty, got {effect!r}"
+    if "tolerationSeconds" in t:
+        secs = t["tolerationSeconds"]
+        if not _is_int(secs):
+            return f"tolerationSeconds must be an integer, got {secs!r}"
+        if effect != "NoExecute":
+            return "tolerationSeconds is only allowed with effect NoExecute"
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tolerations(Kind):
+    """A list of Kubernetes tolerations; an error names the first bad entry by its index."""
+
+    name: str = "list of tolerations"
+    rule: str = ("must be a list of Kubernetes tolerations (key, operator Exists|Equal, value, effect "
+                 "NoSchedule|PreferNoSchedule|NoExecute, tolerationSeconds with NoExecute)")
+
+    def check(self, v: Any) -> str | None:
+        if not isinstance(v, list):
+            return f"{self.rule}, got {v!r}"
+        for i, t in enumerate(v):
+            problem = toleration_problem(t)
+            if problem:
+                return f"entry {i} is not a Kubernetes toleration: {problem}"
+        return None
 
     def from_text(self, raw: str) -> Any:
         return _yaml_text(raw)
@@ -471,8 +577,7 @@ FIELDS: tuple[Field, ...] = (
           "a CDI install honours the pods' NVIDIA_VISIBLE_DEVICES=all: GPU-ISOLATION, explained as this setting "
           "(NVIDIA/gpu-operator controllers/object_controls.go, deployments/gpu-operator/values.yaml; "
           "docs/vendors.md). The privileged node probe never names one"),
-    Field("tolerations", ListOf(item=lambda t: isinstance(t, dict), name="list of tolerations",
-                                rule="must be a list of Kubernetes tolerations"), _TOLERATIONS,
+    Field("tolerations", Tolerations(), _TOLERATIONS,
           "tolerations put on every test pod, so it can run on tainted GPU nodes"),
 
     Field("thresholds.scheduleP99", DURATION, "5s", "create -> Scheduled event, 99th percentile"),
@@ -673,13 +778,27 @@ def _from_text(f: Field, raw: str, where: str) -> Any:
 def _read_file(path: str | os.PathLike) -> dict:
     p = Path(path)
     try:
-        loaded = yaml.safe_load(p.read_text()) or {}
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"config file {p} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {p} is a directory, not a YAML file") from None
+    except OSError as e:
+        raise ConfigError(f"config file {p} cannot be read ({e.strerror or type(e).__name__})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {p} is larger than {MAX_CONFIG_BYTES} bytes: not a suite config")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {p} is not UTF-8 text (byte {raw[e.start]:#04x} at offset {e.start})") \
+            from None
+    try:
+        loaded = _safe_yaml(text) or {}
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{p}{at}: not valid YAML ({getattr(e, 'problem', e)})") from None
+        raise ConfigError(f"{p}{at}: not valid YAML ({_yaml_problem(e)})") from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"{p}: the top level must be a mapping of keys, got {type(loaded).__name__}")
     return loaded

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from . import vendors
@@ -18,13 +19,41 @@ from .pods import is_terminal
 GFD = "nvidia.com/"
 
 
+# A resource.Quantity as the API server writes it (k8s.io/apimachinery pkg/api/resource/quantity.go): a signed
+# decimal number, then a binary-SI suffix (Ki..Ei), a decimal-SI one (m, k, M..E) or a decimal exponent (e3).
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\d{1,4})?$")
+_SUFFIX = {"": 0, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_INT64_MAX = 2**63 - 1  # a Quantity's largest integer value (int64)
+
+
+def parse_qty(v: Any) -> int:
+    """A device count written as a Kubernetes quantity -> int, or ValueError saying why it is malformed.
+
+    Extended resources are integers, but the API server canonicalises them as quantities: 1000 devices are
+    written "1k", and a label or an older object may say "2e3". Fractions ("500m", "1.5"), negative numbers,
+    anything past int64 and anything that is not a quantity ("eight", "4_0", "") are malformed."""
+    text = str(v) if not isinstance(v, bool) else repr(v)
+    m = _QUANTITY.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not an integer quantity")
+    number, suffix = Decimal(m.group(1)), m.group(2) or ""
+    if suffix in _BINARY:
+        value = number * (1 << _BINARY[suffix])
+    else:
+        value = number.scaleb(_SUFFIX[suffix] if suffix in _SUFFIX else int(suffix[1:]))  # "E" is exa, "E3" 10^3
+    if value != value.to_integral_value() or value < 0 or value > _INT64_MAX:
+        raise ValueError(f"{text!r} is not a whole, non-negative count")
+    return int(value)
+
+
 def qty(v: Any) -> int | None:
-    """An extended-resource quantity ("4") as int; None when absent."""
+    """An extended-resource quantity ("4", "1k") as int; None when absent or malformed (parse_qty says why)."""
     if v is None:
         return None
     try:
-        return int(str(v))
-    except ValueError:
+        return parse_qty(v)
+    except (ValueError, ArithmeticError):
         return None
 
 
@@ -96,14 +125,31 @@ class Expectation:
         return f"{self.resource}: {shape}"
 
 
+def _malformed(labels: dict[str, str], keys: list[str]) -> str | None:
+    """The first of `keys` whose label value is not a count, as "key='value' (malformed: why)"."""
+    for k in keys:
+        if k in labels:
+            try:
+                parse_qty(labels[k])
+            except (ValueError, ArithmeticError) as e:
+                return f"{k}={labels[k]!r} (malformed: {e})"
+    return None
+
+
 def _count_label(labels: dict[str, str], vendor: str) -> tuple[int | None, str]:
-    """Physical GPUs from the labels the vendor's discovery publishes, and which label said so.
+    """Physical GPUs from the labels the vendor's discovery publishes, and which label said so; with no count, the
+    label text says whether the label is missing or malformed (a value that is not an integer is never read as
+    "no label", and neither is ever a pass: counts.Expectation.advertised is then None).
 
     NVIDIA: GFD's nvidia.com/gpu.count (NVIDIA/k8s-device-plugin internal/lm/resource.go). Intel: the NFD rule's
     gpu.intel.com/device.count (intel-device-plugins-for-kubernetes deployments/nfd/overlays/node-feature-rules/
     node-feature-rules.yaml). AMD: the node labeller's per-device-ID counts beta.amd.com/gpu.device-id.<id>=<n>,
     summed (ROCm/k8s-device-plugin cmd/k8s-node-labeller/main.go)."""
     if vendor == vendors.INTEL:
+        bad = _malformed(labels, sorted(k for k in labels if k.startswith("gpu.intel.com/device")
+                                        and k.endswith(".count")))
+        if bad:
+            return None, f"NFD label {bad}"
         n = qty(labels.get("gpu.intel.com/device.count"))
         # device.count comes from the Max/Flex rules only and counts only those cards; the generic rules count every
         # Intel GPU of class 0300 / 0380 (one .count label per class, on its first device ID): the sum covers an
@@ -111,19 +157,28 @@ def _count_label(labels: dict[str, str], vendor: str) -> tuple[int | None, str]:
         generic = sum(c for c, _ in _intel_classes(labels).values() if c is not None) or None
         if n is not None and (generic is None or generic <= n):
             return n, "NFD label gpu.intel.com/device.count"
-        return generic, "NFD labels gpu.intel.com/device-id.<class>-<device>.count"
+        return generic, "NFD labels gpu.intel.com/device-id.<class>-<device>.count" + ("" if generic else " (missing)")
     if vendor == vendors.AMD:
-        ids = {k: qty(v) for k, v in labels.items() if k.startswith(("beta.amd.com/gpu.device-id.",
-                                                                       "amd.com/gpu.device-id."))}
+        keys = sorted(k for k in labels if k.startswith(("beta.amd.com/gpu.device-id.", "amd.com/gpu.device-id.")))
+        bad = _malformed(labels, keys)
+        if bad:
+            return None, f"AMD node labeller label {bad}"
+        ids = {k: qty(labels[k]) for k in keys}
         vals = [v for v in ids.values() if v is not None]
         if not vals:
             # the labeller writes them only with its -device-id flag (ROCm/k8s-device-plugin cmd/k8s-node-labeller
             # main.go; the chart's labeller is off by default; the GPU operator's passes -device-id)
-            return None, "AMD node labeller label beta.amd.com/gpu.device-id.<id> (written only with -device-id)"
+            return None, "AMD node labeller label beta.amd.com/gpu.device-id.<id> (missing: written only with " \
+                         "-device-id)"
         # The labeller publishes the same counts under the beta. and the GA prefix: count one of them.
         beta = [v for k, v in ids.items() if k.startswith("beta.") and v is not None]
         return sum(beta or vals), "AMD node labeller labels (beta.)amd.com/gpu.device-id.<id>"
-    return qty(labels.get(f"{GFD}gpu.count")), f"GFD label {GFD}gpu.count"
+    key = f"{GFD}gpu.count"
+    bad = _malformed(labels, [key])
+    if bad:
+        return None, f"GFD label {bad}"
+    n = qty(labels.get(key))
+    return n, f"GFD label {key}" + ("" if n is not None else " (missing)")
 
 
 def shared_dev_num(plugin_pods: list[dict]) -> int | None:
@@ -280,7 +335,7 @@ def expectation(node: dict, cfg: Config | dict, plugin_pods: list[dict] | None =
     else:
         physical, label = _count_label(labels, vendor)
         source = f"{label}={physical}" if physical is not None else \
-            f"no {label} on {name} (set nodes.expectedGpus)"
+            f"{label} on {name} (set nodes.expectedGpus)"
 
     strategy = cfg.get("sharing.strategy")
     if strategy == "auto":

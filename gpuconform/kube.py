@@ -219,6 +219,21 @@ class Cluster:
                                                           _preload_content=False)
         return resp.data.decode("utf-8", errors="replace")
 
+    def pod_log(self, namespace: str, name: str, container: str | None = None, tail: int | None = None,
+                previous: bool = False) -> str:
+        """A container's log as text. Read raw and decoded here: the generated client decodes strictly, so one
+        byte that is not UTF-8 (a binary write, a cut multi-byte character) would lose the whole log as ENV-API;
+        such bytes become U+FFFD and the rest of the log is kept."""
+        resp = self.core.read_namespaced_pod_log(name, namespace, container=container, tail_lines=tail,
+                                                 previous=previous, _request_timeout=self.request_timeout,
+                                                 _preload_content=False)
+        return decode_log(resp.data)
+
+
+def decode_log(data: bytes | str) -> str:
+    """Log bytes as text: UTF-8 with every invalid byte replaced (U+FFFD), never an error."""
+    return data if isinstance(data, str) else data.decode("utf-8", errors="replace")
+
 
 def connect(kubeconfig: str | None, context: str | None, qps: float, burst: int, request_timeout: float,
             pool: int = 16) -> Cluster:

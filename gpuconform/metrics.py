@@ -6,15 +6,26 @@ import math
 import re
 from dataclasses import dataclass
 
-_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\d+)?$')
+_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+-?\d+)?$')
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+# Series that count: a counter or a histogram's buckets and count can be neither NaN nor negative; nor can the
+# process start time the registration check compares (a NaN there would read as a kubelet restart, GPU-F11).
+_COUNTING = ("_total", "_bucket", "_count", "process_start_time_seconds")
 
 Sample = tuple[str, tuple[tuple[str, str], ...], float]
 
 
+class Malformed(ValueError):
+    """The text is not a Prometheus exposition a kubelet would serve (the message says where): its checks cannot
+    judge anything from it, which is said (ENV-NOT-CHECKED), never read as "no sample" (that would be GPU-F01)."""
+
+
 def parse(text: str) -> list[Sample]:
+    """The samples of a Prometheus text exposition. A line that is not a sample is passed over, but a page with no
+    sample at all (an HTML error page behind a 200, binary junk), a bucket whose `le` is not a number, or a NaN or
+    negative count raises Malformed: a kubelet always exports samples, and Prometheus rejects such a scrape."""
     out: list[Sample] = []
-    for line in text.splitlines():
+    for n, line in enumerate(text.splitlines(), 1):
         if not line or line.startswith("#"):
             continue
         m = _LINE.match(line.strip())
@@ -25,7 +36,20 @@ def parse(text: str) -> list[Sample]:
             value = float(m.group(4))
         except ValueError:
             continue
-        out.append((m.group(1), labels, value))
+        name = m.group(1)
+        if name.endswith(_COUNTING) and not value >= 0:
+            raise Malformed(f"line {n}: {name} is {m.group(4)[:20]!r}, not a count")
+        if name.endswith("_bucket"):
+            le = dict(labels).get("le", "+Inf")
+            try:
+                if math.isnan(float(le)):
+                    raise ValueError(le)
+            except ValueError:
+                raise Malformed(f"line {n}: {name} has bucket bound le={le[:20]!r}, not a number") from None
+        out.append((name, labels, value))
+    if not out:
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+        raise Malformed("no Prometheus sample in it" + (f" (first line {first[:60]!r})" if first else " (empty)"))
     return out
 
 
@@ -64,7 +88,7 @@ def histogram(samples: list[Sample], name: str, **labels: str) -> Histogram | No
     for n, ls, v in samples:
         if n == f"{name}_bucket" and all((k, val) in ls for k, val in labels.items()):
             le = dict(ls).get("le", "+Inf")
-            bound = math.inf if le in ("+Inf", "Inf") else float(le)
+            bound = float(le)  # "+Inf" too; parse() refused any other text
             buckets[bound] = buckets.get(bound, 0.0) + v
     if not buckets:
         return None

@@ -130,23 +130,32 @@ def parse_pci_numa(text: str) -> dict[str, int | None]:
     return out
 
 
+# The most CPU ids a cpulist may name: Linux's NR_CPUS tops out at 8192 (x86 MAXSMP), so 65536 leaves room and
+# still refuses a range such as 0-4000000000, which would otherwise be built as a set of billions of ints.
+MAX_CPUS = 65536
+_CPU_PART = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
 def parse_cpulist(text: str) -> set[int]:
-    """'0-3,8,10-11' -> {0,1,2,3,8,10,11}."""
+    """'0-3,8,10-11' -> {0,1,2,3,8,10,11} (the kernel's cpulist format, lib/bitmap.c; no stride form). Anything
+    else, or a CPU id of MAX_CPUS or more, raises ValueError naming the bad part."""
     cpus: set[int] = set()
     for part in text.strip().split(","):
         part = part.strip()
         if not part:
             continue
-        if "-" in part:
-            a, b = part.split("-", 1)
-            cpus.update(range(int(a), int(b) + 1))
-        else:
-            cpus.add(int(part))
+        m = _CPU_PART.match(part)
+        if not m:
+            raise ValueError(f"cpulist {text.strip()[:80]!r}: {part[:40]!r} is not a CPU or a range of CPUs")
+        a, b = int(m.group(1)), int(m.group(2) or m.group(1))
+        if a > b or b >= MAX_CPUS:
+            raise ValueError(f"cpulist {text.strip()[:80]!r}: range {part[:40]!r} is empty or past CPU {MAX_CPUS - 1}")
+        cpus.update(range(a, b + 1))
     return cpus
 
 
 def cpus_allowed(proc_status: str) -> set[int]:
-    """Cpus_allowed_list from /proc/self/status."""
+    """Cpus_allowed_list from /proc/self/status (empty when it is not there; ValueError when it is malformed)."""
     m = re.search(r"^Cpus_allowed_list:\s*(\S+)", proc_status, re.M)
     return parse_cpulist(m.group(1)) if m else set()
 
@@ -158,14 +167,16 @@ def numa_of_cpus(cpus: set[int], node_cpulists: dict[int, set[int]]) -> set[int]
 
 @dataclass(frozen=True)
 class Alignment:
-    aligned: bool | None  # None = not applicable (no NUMA affinity reported)
+    aligned: bool | None  # None = not applicable (no NUMA affinity reported) or not judged (`unknown`)
     cpu_numa: frozenset[int]
     gpu_numa: frozenset[int]
     detail: str
+    unknown: str = ""  # why the CPUs' NUMA nodes could not be read: nothing to judge, never a pass
 
 
 def alignment(cpus: set[int], node_cpulists: dict[int, set[int]], gpu_numa: dict[str, int | None]) -> Alignment:
-    """CPUs and GPUs on one NUMA node? GPUs with numa_node -1/N/A make the answer N/A, not a failure."""
+    """CPUs and GPUs on one NUMA node? GPUs with numa_node -1/N/A make the answer N/A, not a failure; CPUs whose
+    NUMA node the probe did not show make it unknown (with no CPU evidence, one GPU node alone would look aligned)."""
     cn = frozenset(numa_of_cpus(cpus, node_cpulists))
     known = {g: n for g, n in gpu_numa.items() if n is not None}
     if not gpu_numa:
@@ -174,6 +185,13 @@ def alignment(cpus: set[int], node_cpulists: dict[int, set[int]], gpu_numa: dict
         na = sorted(g for g, n in gpu_numa.items() if n is None)
         return Alignment(None, cn, frozenset(known.values()), f"no NUMA affinity reported for {', '.join(na)}")
     gn = frozenset(known.values())
+    listed = set().union(*node_cpulists.values()) if node_cpulists else set()
+    why = ("the probe printed no Cpus_allowed_list: the pod's CPUs are unknown" if not cpus else
+           "the probe printed no NUMA node cpulists (numa N sections)" if not node_cpulists else
+           f"CPUs {fmt_cpus(cpus - listed)} of the pod are on none of the NUMA nodes the probe listed "
+           f"({', '.join(str(n) for n in sorted(node_cpulists))})" if cpus - listed else "")
+    if why:
+        return Alignment(None, cn, gn, why, unknown=why)
     ok = len(cn | gn) == 1
     detail = (f"CPUs {fmt_cpus(cpus)} on NUMA {sorted(cn)}, GPUs "
               + ", ".join(f"{g}@NUMA{n}" for g, n in sorted(known.items())))

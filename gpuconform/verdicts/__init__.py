@@ -22,7 +22,7 @@ from .latency import allocate_delta, latency_findings, latency_properties, laten
 from .registration import (capacity_findings, kubelet_started, operator_findings, plugin_findings,
                            plugin_pod_findings, registration_counts, registration_findings, socket_findings)
 from .topology import (admission_errors_delta, admission_findings, alignment_from_log, expected_policies,
-                       kubelet_policies, numa_findings, policy_findings)
+                       kubelet_policies, numa_findings, parse_configz, policy_findings)
 
 __all__ = [
     "Finding",
@@ -36,7 +36,7 @@ __all__ = [
     "unhealthy_ids_needed", "vector_add_findings",
     # topology
     "admission_errors_delta", "admission_findings", "alignment_from_log", "expected_policies", "kubelet_policies",
-    "numa_findings", "policy_findings",
+    "numa_findings", "parse_configz", "policy_findings",
     # the node probe: the kubelet's record and the PCI hardware
     "allocatable_agrees", "allocatable_findings", "assignment_findings", "double_assignment_findings",
     "hardware_findings", "numa_counts", "probe_report", "reported_numa_findings", "status_update_s", "with_pci_count",

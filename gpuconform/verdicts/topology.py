@@ -3,11 +3,29 @@ GPU pod under single-numa-node, and the NUMA alignment of its CPUs and GPU from 
 
 from __future__ import annotations
 
+import json
+
 from .. import metrics, probes
 from ..counts import Finding
 
 # configz leaves out a field at its default; these are the kubelet's defaults (KubeletConfiguration v1beta1).
 KUBELET_DEFAULTS = {"topologyManagerPolicy": "none", "topologyManagerScope": "container", "cpuManagerPolicy": "none"}
+
+
+def parse_configz(text: str) -> dict:
+    """The kubelet's configz body ({"kubeletconfig": {...}}, kubernetes pkg/kubelet/server configz) -> the
+    kubeletconfig mapping; ValueError saying what is wrong when the body is not that (an HTML page from a proxy,
+    junk): read as an empty config, it would pass as "every policy at its default"."""
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"not JSON ({e.__class__.__name__} at character {getattr(e, 'pos', '?')}; "
+                         f"starts {text.strip()[:40]!r})") from None
+    kc = doc.get("kubeletconfig") if isinstance(doc, dict) else None
+    if not isinstance(kc, dict):
+        raise ValueError(f"no kubeletconfig object in it (a JSON {type(doc).__name__}"
+                         + (f" with keys {sorted(doc)[:5]}" if isinstance(doc, dict) else "") + ")")
+    return kc
 
 
 def kubelet_policies(kubelet_config: dict | None) -> dict[str, str]:
@@ -48,14 +66,26 @@ def alignment_from_log(log: str) -> probes.Alignment:
     """The pod's CPUs (Cpus_allowed_list), the node's NUMA cpulists and each GPU's NUMA node (sysfs numa_node by
     PCI bus id; without it, `nvidia-smi topo -m`'s NUMA Affinity), from the probe's sections."""
     s = probes.sections(log)
-    cpus = probes.cpus_allowed(s.get("cpus", ""))
-    node_cpus = {int(k.split()[1]): probes.parse_cpulist(v) for k, v in s.items() if k.startswith("numa ")}
     gpu_numa = probes.parse_pci_numa(s.get("pci numa", "")) or probes.parse_topo_numa(s.get("topo", ""))
+    try:
+        cpus = probes.cpus_allowed(s.get("cpus", ""))
+        node_cpus: dict[int, set[int]] = {}
+        for k, v in s.items():
+            if k.startswith("numa "):
+                if not k[5:].isdigit():
+                    raise ValueError(f"section {k[:40]!r} does not name a NUMA node")
+                node_cpus[int(k[5:])] = probes.parse_cpulist(v)
+    except ValueError as e:  # a malformed cpulist: nothing to judge, said so (not a crash, not a pass)
+        why = f"malformed probe output: {e}"
+        return probes.Alignment(None, frozenset(), frozenset(), why, unknown=why)
     return probes.alignment(cpus, node_cpus, gpu_numa)
 
 
 def numa_findings(node: str, al: probes.Alignment) -> list[Finding]:
-    """CPUs and GPU on one NUMA node; GPU-NUMA-NA (a skip) when the GPU reports no NUMA affinity."""
+    """CPUs and GPU on one NUMA node; GPU-NUMA-NA (a skip) when the GPU reports no NUMA affinity; ENV-NOT-CHECKED
+    when the probe's output does not show which NUMA nodes the pod's CPUs are on."""
+    if al.unknown:
+        return [Finding("ENV-NOT-CHECKED", f"{node}: NUMA alignment not checked: {al.unknown}")]
     if al.aligned is None:
         return [Finding("GPU-NUMA-NA", f"{node}: {al.detail}")]
     return [] if al.aligned else [Finding("GPU-NUMA-MISALIGNED", f"{node}: {al.detail}")]

@@ -221,7 +221,7 @@ def test_sharing_replicas_from_cli():
     ("images.probe", "busy box", "image reference"),
     ("limits.qps", "0", "positive number"),
     ("coverage.minCertifiedFraction", "1.5", "between 0 and 1"),
-    ("tolerations", "[a, b]", "list of Kubernetes tolerations"),
+    ("tolerations", "[a, b]", "entry 0 is not a Kubernetes toleration: must be a mapping"),
 ])
 def test_validation_errors(key, value, fragment):
     with pytest.raises(ConfigError) as e:
@@ -330,7 +330,8 @@ def _bad(f) -> tuple[str, bool]:
     if f.kind is gconfig.IMAGE:
         return "busy box", True
     return {"Enum": ("bogus", True), "Int": ("many", True), "Number": ("lots", True), "Duration": ("fast", True),
-            "ListOf": ("5", True), "MapOf": ("5", True), "Bool": ("maybe", False), "Str": ("[1]", False)}[kind]
+            "ListOf": ("5", True), "Tolerations": ("5", True), "MapOf": ("5", True), "Bool": ("maybe", False),
+            "Str": ("[1]", False)}[kind]
 
 
 def _nested(dotted: str, value) -> dict:
@@ -446,3 +447,75 @@ def test_timing_constants_are_documented_and_positive():
         assert re.search(rf"#: .*\n(?:#: .*\n)*{name} = ", source), f"{name} has no #: comment above it"
     # what a user may tune is config, not a constant: no constant shadows a timeout key
     assert not {n.lower() for n in names} & {f.key.split(".")[-1].lower() for f in FIELDS}
+
+
+# ------------------------------------------------------------------ hostile input (issue 18; test_hostile_input.py)
+
+@pytest.mark.parametrize("key, text", [("thresholds.startP99", ".nan"), ("timeouts.podStart", ".inf"),
+                                       ("baseline.latencyAbsolute", "-.inf"), ("limits.qps", ".inf"),
+                                       ("limits.qps", ".nan"), ("coverage.minCertifiedFraction", ".nan")])
+def test_non_finite_numbers_are_refused(tmp_path, key, text):
+    """NaN compares false with every threshold (the latency check could never fail) and inf overflows int()."""
+    p = write(tmp_path, yaml.safe_dump(_nested(key, yaml.safe_load(text))))
+    with pytest.raises(ConfigError) as e:
+        load(p, environ={})
+    assert str(e.value).startswith(str(p)) and f"'{key}'" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_parse_duration_refuses_non_finite_numbers(value):
+    with pytest.raises(ConfigError, match="finite"):
+        parse_duration(value, "x")
+
+
+@pytest.mark.parametrize("entry, fragment", [
+    ("a", "must be a mapping"),
+    ({"key": "nvidia.com/gpu", "operator": "exists"}, "operator must be Exists or Equal, got 'exists'"),
+    ({"key": "a", "operator": "Exists", "value": "b"}, "value must be empty with operator Exists"),
+    ({"operator": "Equal", "value": "b"}, "operator must be Exists when key is empty"),
+    ({"key": "a", "effect": "NoSchedul"}, "effect must be NoSchedule, PreferNoSchedule, NoExecute or empty"),
+    ({"key": "a", "effect": "NoSchedule", "tolerationSeconds": 5}, "only allowed with effect NoExecute"),
+    ({"key": "a", "effect": "NoExecute", "tolerationSeconds": "5m"}, "tolerationSeconds must be an integer"),
+    ({"key": "a", "effct": "NoSchedule"}, "unknown field(s) effct"),
+    ({"key": "bad key!"}, "key must be a label key"),
+    ({"key": "a", "value": "x" * 64}, "value must be a label value"),
+    ({"key": 5}, "key must be a string"),
+])
+def test_every_toleration_entry_is_validated_as_the_api_server_would(entry, fragment):
+    tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, entry]
+    with pytest.raises(ConfigError) as e:
+        load(None, {"tolerations": yaml.safe_dump(tolerations, default_flow_style=True)}, environ={})
+    msg = str(e.value)
+    assert msg.startswith("--gpuconform-set tolerations: 'tolerations' entry 1 is not a Kubernetes toleration")
+    assert fragment in msg and "\n" not in msg, msg
+
+
+@pytest.mark.parametrize("entry", [
+    {"operator": "Exists"},  # tolerates every taint
+    {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+    {"key": "nvidia.com/gpu", "value": "present"},  # operator defaults to Equal
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+    {"key": "gpu", "operator": "Exists", "effect": ""},  # every effect
+])
+def test_valid_tolerations_pass(entry):
+    assert load(None, environ={"GPUCONFORM_TOLERATIONS": yaml.safe_dump([entry])}).get("tolerations") == [entry]
+
+
+def test_yaml_aliases_are_refused_from_every_source(tmp_path):
+    bomb = ("tolerations:\n- &a {key: a, operator: Exists, effect: [x, x, x, x, x, x, x, x, x, x]}\n"
+            "- {key: b, operator: Exists, effect: [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]}\n")
+    p = write(tmp_path, bomb)
+    for attempt, source in [(lambda: load(p, environ={}), f"{p} line 2"),
+                            (lambda: load(None, environ={"GPUCONFORM_TOLERATIONS": "[&t {operator: Exists}, *t]"}),
+                             "environment variable GPUCONFORM_TOLERATIONS"),
+                            (lambda: load(None, {"mig.profiles": "{a: &n 1, b: *n}"}, environ={}),
+                             "--gpuconform-set mig.profiles")]:
+        with pytest.raises(ConfigError) as e:
+            attempt()
+        assert str(e.value).startswith(source) and "anchors and aliases" in str(e.value), str(e.value)
+
+
+def test_a_file_over_the_size_cap_is_refused_before_parsing(tmp_path):
+    p = write(tmp_path, "# " + "x" * gconfig.MAX_CONFIG_BYTES + "\n")
+    with pytest.raises(ConfigError, match=f"larger than {gconfig.MAX_CONFIG_BYTES} bytes"):
+        load(p, environ={})

@@ -427,3 +427,48 @@ def test_time_sliced_mig_devices_count_replicas_and_may_be_renamed():
     exp = expectation(renamed, nvidia_auto())
     assert check_counts(renamed, exp) == [] and exp.workload_resource == "nvidia.com/mig-1g.10gb.shared"
     assert exp.sockets() == ["nvidia-mig-1g.10gb.shared.sock"]
+
+
+# ---------------------------------------------------------------- quantities and malformed count labels (issue 18)
+
+from gpuconform.counts import parse_qty, qty  # noqa: E402
+from gpuconform.verdicts import count_findings  # noqa: E402
+
+
+@pytest.mark.parametrize("text, n", [("4", 4), ("1k", 1000), ("2e3", 2000), ("2E3", 2000), ("1.5k", 1500),
+                                     ("1Ki", 1024), ("+4", 4), ("4.", 4), ("9E", 9 * 10**18), (8, 8)])
+def test_a_count_is_parsed_with_the_kubernetes_quantity_rules(text, n):
+    """The API server writes 1000 devices as "1k" (apimachinery's canonical form): before, that read as absent."""
+    assert parse_qty(text) == n == qty(text)
+
+
+@pytest.mark.parametrize("text", ["eight", "4_0", "", " 4", "500m", "1.5", "-1", "1e999", "10E", "0x10", True])
+def test_a_count_that_is_not_a_whole_quantity_is_malformed_not_absent(text):
+    with pytest.raises(ValueError):
+        parse_qty(text)
+    assert qty(text) is None and qty(None) is None
+
+
+def test_a_thousand_devices_written_1k_are_counted_not_missing():
+    n = node(labels={**GFD4, "nvidia.com/gpu.count": "1000"}, capacity={"nvidia.com/gpu": "1k"})
+    assert check_counts(n, expectation(n, cfg())) == []
+
+
+@pytest.mark.parametrize("vendor, labels, fragment", [
+    ("nvidia", {"nvidia.com/gpu.count": "eight"}, "GFD label nvidia.com/gpu.count='eight' (malformed:"),
+    ("nvidia", {"nvidia.com/gpu.count": "4_0"}, "nvidia.com/gpu.count='4_0' (malformed:"),
+    ("nvidia", {}, "GFD label nvidia.com/gpu.count (missing)"),
+    ("intel", {"gpu.intel.com/device.count": "two"}, "gpu.intel.com/device.count='two' (malformed:"),
+    ("amd", {"beta.amd.com/gpu.device-id.74a1": "x"}, "beta.amd.com/gpu.device-id.74a1='x' (malformed:"),
+    ("amd", {}, "(missing: written only with -device-id)"),
+])
+def test_an_unknown_gpu_count_says_whether_the_label_is_missing_or_malformed(vendor, labels, fragment):
+    """Before: `nvidia.com/gpu.count: eight` read as "no label"; an unknown count is never a pass (ENV-NOT-CHECKED)."""
+    c = cfg()
+    c["vendor"] = vendor
+    c["resourceName"] = {"nvidia": "nvidia.com/gpu", "intel": "gpu.intel.com/i915", "amd": "amd.com/gpu"}[vendor]
+    n = node(labels=labels, capacity={c["resourceName"]: "4"})
+    e = expectation(n, c)
+    assert e.physical is None and fragment in e.source, e.source
+    f = count_findings(n, e)
+    assert [x.code for x in f] == ["ENV-NOT-CHECKED"] and fragment in f[0].message
