@@ -5,7 +5,7 @@ One table, `CASES`: what the input is, where it comes from, and its outcome (a r
 (exit 4)" for what is refused before any API call). Each case runs the suite's own code on the recorded input at
 the edge where the suite reads it (config.load, counts, the kubelet reader in fixtures/kubelet.py, the probe
 parsers, the pod log reader against a local HTTP server, the baseline loader). The table in the docs' "bad-input"
-section (docs/security-bad-input.md, merged into docs/security.md) lists the same ids and outcomes:
+section of docs/security.md lists the same ids and outcomes:
 test_the_docs_table_lists_every_case keeps the two in step.
 """
 
@@ -298,8 +298,8 @@ def test_the_baseline_comparison_names_a_malformed_field_rather_than_crashing():
 
 
 def test_the_docs_table_lists_every_case():
-    """docs/security-bad-input.md (or docs/security.md once merged) has one row per case id with its outcome."""
-    docs = [p for p in (REPO / "docs" / "security.md", REPO / "docs" / "security-bad-input.md") if p.exists()]
+    """docs/security.md has one row per case id with its outcome."""
+    docs = [REPO / "docs" / "security.md"]
     text = next(p.read_text() for p in docs if "hostile-input cases" in p.read_text())
     # input | where it comes from | outcome | test (test_hostile_input.py[<case id>])
     row = re.compile(r"^\|[^|\n]*\|[^|\n]*\|([^|\n]*)\|[^|\n]*test_hostile_input\.py\[([a-z0-9-]+)\][^|\n]*\|$", re.M)
