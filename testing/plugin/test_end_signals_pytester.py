@@ -31,10 +31,9 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import kubernetes.client as k8s
-
 from fixtures import inventory, session
 from gpuconform import kube
+from testing.plugin.standin import NoWatch, pages, run_start
 
 CALLS = Path("calls.jsonl").resolve()
 SECOND = getattr(signal, {second!r})
@@ -43,12 +42,6 @@ SECOND = getattr(signal, {second!r})
 def record(*call):
     with CALLS.open("a") as f:
         f.write(json.dumps(call) + "\\n")
-
-
-def pages(items):
-    def fn(limit=None, _continue=None, _request_timeout=None, **kw):
-        return SimpleNamespace(items=items, metadata=SimpleNamespace(_continue=None, resource_version="1"))
-    return fn
 
 
 class Core:
@@ -68,25 +61,8 @@ class Core:
         record("delete", name)
 
 
-class NoWatch:
-    def __init__(self, *a, **k):
-        pass
-
-    def start(self, *a, **k):
-        return self
-
-    def stop(self):
-        pass
-
-
-def fake_start(cls, cfg, kubeconfig, context, run_id):
-    api = kube.CountingApiClient(k8s.Configuration(), kube.RateLimiter(1000, 1000))
-    cluster = kube.Cluster(api, Core(), None, None, None, "stand-in cluster", 1.0)
-    return cls(cfg, cluster, "sig-run", "v1.34.0", {{"nodes/proxy": True, "resourceslices": True}})
-
-
 kube.Watch = NoWatch
-session.Run.start = classmethod(fake_start)
+session.Run.start = run_start(Core(), "sig-run")
 inventory.k8s.ResourceV1Api = lambda api: SimpleNamespace(list_resource_slice=pages([]))
 '''
 

@@ -26,43 +26,18 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-import kubernetes.client as k8s
-
 from fixtures import inventory, session
 from gpuconform import kube
+from testing.plugin.standin import NoWatch, pages, run_start
 
 DATA = Path({data!r})
 NODES = json.loads((DATA / "nvidia-no-plugin.json").read_text())
 SLICES = NODES["resourceslices"]
 NODES = NODES["nodes"] + json.loads((DATA / "nvidia-operator.json").read_text())["nodes"]
-
-
-def pages(items):
-    def fn(limit=None, _continue=None, _request_timeout=None, **kw):
-        return SimpleNamespace(items=items, metadata=SimpleNamespace(_continue=None, resource_version="1"))
-    return fn
-
-
-class NoWatch:
-    def __init__(self, *a, **k):
-        pass
-
-    def start(self, *a, **k):
-        return self
-
-    def stop(self):
-        pass
-
-
-def fake_start(cls, cfg, kubeconfig, context, run_id):
-    api = kube.CountingApiClient(k8s.Configuration(), kube.RateLimiter(1000, 1000))
-    core = SimpleNamespace(list_node=pages(NODES), list_pod_for_all_namespaces=pages([]))
-    cluster = kube.Cluster(api, core, None, None, None, "stand-in cluster", 1.0)
-    return cls(cfg, cluster, "left-out-run", "v1.34.0", {{"nodes/proxy": True, "resourceslices": True}})
-
+CORE = SimpleNamespace(list_node=pages(NODES), list_pod_for_all_namespaces=pages([]))
 
 kube.Watch = NoWatch
-session.Run.start = classmethod(fake_start)
+session.Run.start = run_start(CORE, "left-out-run")
 inventory.k8s.ResourceV1Api = lambda api: SimpleNamespace(list_resource_slice=pages(SLICES))
 '''
 

@@ -1,0 +1,41 @@
+"""Stand-in cluster pieces for the child pytest runs of the pytester tests: one page per LIST, no watch, and a
+Run over an in-memory cluster (the child's conftest supplies the CoreV1 stand-in). No request leaves the process.
+Children import it as `testing.plugin.standin` (their PYTHONPATH is the repository)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import kubernetes.client as k8s
+
+from gpuconform import kube
+
+
+def pages(items: list) -> Callable[..., SimpleNamespace]:
+    """A LIST call that returns `items` in one page."""
+    def fn(limit=None, _continue=None, _request_timeout=None, **kw):
+        return SimpleNamespace(items=items, metadata=SimpleNamespace(_continue=None, resource_version="1"))
+    return fn
+
+
+class NoWatch:
+    """kube.Watch without a server: started, never reporting."""
+
+    def __init__(self, *a: Any, **k: Any):
+        pass
+
+    def start(self, *a: Any, **k: Any) -> "NoWatch":
+        return self
+
+    def stop(self) -> None:
+        pass
+
+
+def run_start(core: Any, run_id: str) -> classmethod:
+    """A replacement for session.Run.start: the Run over `core`, every optional permission granted."""
+    def start(cls, cfg, kubeconfig, context, _run_id):
+        api = kube.CountingApiClient(k8s.Configuration(), kube.RateLimiter(1000, 1000))
+        cluster = kube.Cluster(api, core, None, None, None, "stand-in cluster", 1.0)
+        return cls(cfg, cluster, run_id, "v1.34.0", {"nodes/proxy": True, "resourceslices": True})
+    return classmethod(start)
