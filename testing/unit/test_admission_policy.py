@@ -82,7 +82,8 @@ def suite_pods(cfg: gconfig.Config) -> list[dict]:
                            guaranteed_cpus=1),
             pods.vector_add_pod("va-n1", main, RUN, "n1", cfg, 60, "nvidia.com/gpu"),
             pods.socket_probe_pod("socket-n1", node, RUN, "n1", cfg, 60),
-            pods.node_probe_pod("nodeprobe-hw-n1", node, RUN, "n1", cfg, 60)]
+            pods.node_probe_pod("nodeprobe-hw-n1", node, RUN, "n1", cfg, 60),
+            pods.run_long_pod("access-n1", main, RUN, "access", "n1", cfg, "nvidia.com/gpu")]
 
 
 def request(op: str, resource: str, obj: dict | None = None, old: dict | None = None, ns: dict | None = None,
@@ -216,12 +217,18 @@ MISUSES: list[tuple[str, dict, str, str]] = [
 def allowed_requests() -> list[tuple[str, dict]]:
     beat = relabelled(MAIN)
     beat["metadata"]["annotations"] = {"gpuconform.dev/heartbeat": "2026-12-04T10:11:12Z"}
+    # the run refreshes the run-long pod's heartbeat annotation after the scheduler has set spec.nodeName
+    held = pods.run_long_pod("access-n1", MAIN["metadata"]["name"], RUN, "access", "n1", bed_config(), "nvidia.com/gpu")
+    held["spec"]["nodeName"] = "n1"
+    beat_pod = copy.deepcopy(held)
+    beat_pod["metadata"].setdefault("annotations", {})["gpuconform.dev/heartbeat"] = "2026-12-04T10:11:42Z"
     out = [("create the run namespace", request("CREATE", "namespaces", MAIN)),
            ("create the -node namespace", request("CREATE", "namespaces", NODE)),
            ("heartbeat patch", request("UPDATE", "namespaces", beat, MAIN)),
            ("delete the run namespace", request("DELETE", "namespaces", old=MAIN)),
            ("delete the -node namespace", request("DELETE", "namespaces", old=NODE)),
            ("delete a suite pod", request("DELETE", "pods", old=pod_in(MAIN), ns=MAIN)),
+           ("heartbeat patch of a scheduled run-long pod", request("UPDATE", "pods", beat_pod, held, ns=MAIN)),
            ("another user's privileged pod (not this policy's business)",
             request("CREATE", "pods", with_container(KUBE_SYSTEM, privileged=True), ns=KUBE_SYSTEM,
                     user="kubernetes-admin"))]
