@@ -52,6 +52,19 @@ def as_sa(kubeconfig: Path, *args: str, obj: dict | None = None) -> subprocess.C
                           env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"})
 
 
+def patch_as_sa(kubeconfig: Path, name: str, metadata: dict, dry_run: bool) -> subprocess.CompletedProcess:
+    """A merge PATCH of a namespace's metadata as the ServiceAccount, sent as the suite sends it (kubectl patch,
+    label and annotate GET the object first, which the token may not): a CompletedProcess-like result."""
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
+    try:
+        api.patch_namespace(name, {"metadata": metadata}, **({"dry_run": "All"} if dry_run else {}))
+        return subprocess.CompletedProcess([], 0, "patched", "")
+    except client.ApiException as e:
+        return subprocess.CompletedProcess([], 1, "", f"{e.status} {e.reason}: {e.body}")
+
+
 def run_namespace(name: str, level: str) -> dict:
     """As fixtures/namespaces.py creates it."""
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {
@@ -133,7 +146,7 @@ def sa(tmp_path_factory) -> Iterator[Path]:
 
 
 def test_the_suites_own_requests_are_admitted(sa):
-    beat = as_sa(sa, "annotate", "namespace", MAIN, "gpuconform.dev/heartbeat=2026-12-04T10:12:12Z", "--overwrite")
+    beat = patch_as_sa(sa, MAIN, {"annotations": {"gpuconform.dev/heartbeat": "2026-12-04T10:12:12Z"}}, False)
     assert beat.returncode == 0, f"heartbeat patch refused: {beat.stderr}"
     for p in suite_pods():
         out = as_sa(sa, "create", "--dry-run=server", "-f", "-", obj=p)
@@ -156,10 +169,9 @@ MISUSES = {
     # testing/unit/test_admission_policy.py shows the policy refuses it too)
     "deleting gpuconform-system": ("delete", ["namespace", NS]),
     "deleting another team's namespace labelled part-of=gpuconform": ("delete", ["namespace", FOREIGN]),
-    "relabelling the restricted run namespace privileged": ("label", ["namespace", MAIN,
-                                                                      "pod-security.kubernetes.io/enforce=privileged",
-                                                                      "--overwrite"]),
-    "labelling a foreign namespace as a run's": ("label", ["namespace", FOREIGN, f"gpuconform.dev/run={RUN}"]),
+    "relabelling the restricted run namespace privileged": ("patch", (MAIN, {"labels": {
+        "pod-security.kubernetes.io/enforce": "privileged"}})),
+    "labelling a foreign namespace as a run's": ("patch", (FOREIGN, {"labels": {"gpuconform.dev/run": RUN}})),
 }
 
 
@@ -169,6 +181,8 @@ def test_each_misuse_of_the_token_is_refused_by_the_policy(sa, misuse):
     if verb == "create":
         obj = what() if callable(what) else what
         out = as_sa(sa, "create", "--dry-run=server", "-f", "-", obj=obj)
+    elif verb == "patch":
+        out = patch_as_sa(sa, *what, dry_run=True)
     else:
         out = as_sa(sa, verb, "--dry-run=server", *what)
     assert out.returncode != 0, f"{misuse}: admitted\n{out.stdout}"

@@ -4,8 +4,9 @@ The manifests are applied as shipped, with these adaptations for the bed, all in
 - the bed runs no kube-proxy, so the `kubernetes` Service VIP is unreachable from pods: the Job's container gets
   KUBERNETES_SERVICE_HOST/PORT set to the API server's endpoint (read from the Service's EndpointSlice);
 - the ConfigMap gets the bed's current config (localcluster/gpuconform.yaml; the shipped copy is its snapshot);
-- no CPU request for the runner: the bed's only real node has 1 allocatable CPU, and the topology check's
-  Guaranteed pod needs all of it (on a real cluster the runner prefers non-GPU nodes and requests 100m);
+- no CPU request for the runner and its reports sidecar: the bed's only real node has 1 allocatable CPU, and the
+  topology check's Guaranteed pod needs all of it (on a real cluster the runner prefers non-GPU nodes and requests
+  100m);
 - a run id in the Job's args, so the test finds (and would remove) exactly the namespaces this run created.
 The image is localhost/gpuconform/suite:dev, built and imported by `cluster.py up` (localcluster/imagebuild.py);
 the `suite_image` fixture rebuilds it from the working tree and imports it first (a no-op when nothing changed).
@@ -73,7 +74,8 @@ def bed_objects(run_id: str, window: int) -> list[dict]:
         {"name": "GPUCONFORM_RETRIEVAL_WINDOW", "value": str(window)},
         {"name": "KUBERNETES_SERVICE_HOST", "value": host}, {"name": "KUBERNETES_SERVICE_PORT", "value": port}]
     ctr["args"] = [*ctr.get("args", []), "--gpuconform-run-id", run_id]
-    ctr["resources"]["requests"].pop("cpu")
+    for c in [ctr, *job["spec"]["template"]["spec"].get("initContainers", [])]:  # the reports sidecar too
+        c.get("resources", {}).get("requests", {}).pop("cpu", None)
     return objs
 
 
@@ -164,7 +166,7 @@ def suite_pod(timeout: float, until_ready: bool) -> dict:
             if until_ready and cs.get("ready"):
                 return last
         time.sleep(2)
-    logs = kubectl("logs", "-n", NS, f"job/{JOB}", "--tail=40", check=False)
+    logs = kubectl("logs", "-n", NS, f"job/{JOB}", "-c", "suite", "--tail=40", check=False)
     pytest.fail(f"the suite pod was not {'Ready' if until_ready else 'done'} after {timeout:.0f}s; "
                 f"last status: {json.dumps((last or {}).get('status'), indent=1)[:3000]}\nlog tail:\n{logs}")
 
@@ -258,7 +260,7 @@ def test_job_runs_the_suite_in_cluster_and_its_reports_can_be_fetched(suite_imag
         kubectl("exec", "-n", NS, "-c", "reports", name, "--", "touch", "/reports/done")
         job = job_finished()
         pod = get("pod", "-n", NS, name)
-        log = kubectl("logs", "-n", NS, name)
+        log = kubectl("logs", "-n", NS, name, "-c", "suite")  # the default container is the reports sidecar
         left = [n["metadata"]["name"] for n in get("namespaces", "-l", f"{RUN_LABEL}={run_id}")["items"]
                 if n.get("status", {}).get("phase") != "Terminating"]
         t_run = time.monotonic() - t_locked
@@ -295,7 +297,7 @@ def test_a_missing_permission_fails_the_job_with_exit_7_naming_it(suite_image):
     with suite_lock(), applied(objs, run_id):
         pod = suite_pod(timeout=150, until_ready=False)
         job = job_finished()
-        log = kubectl("logs", "-n", NS, pod["metadata"]["name"])
+        log = kubectl("logs", "-n", NS, pod["metadata"]["name"], "-c", "suite")
     assert exit_code(pod) == 7, log[-3000:]
     assert any(c["type"] == "Failed" and c["status"] == "True" for c in job["status"]["conditions"]), job["status"]
     lines = [ln for ln in log.splitlines() if "missing permissions" in ln]
