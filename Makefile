@@ -11,7 +11,7 @@ APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static 
 
 help:
 	@echo "make demo | test | cluster-up | cluster-down | cluster-status | bed PROFILE=... LAYOUT=... | faults | fault NAME=... | fault-clear | cleanup [FORCE=1]"
-	@echo "make bench | bench-scale [N=1000] | soak [N=10]"
+	@echo "make bench | bench-scale [N=1000] | soak [N=10] | gfd-labels [GFD_TAG=v0.19.3]"
 
 deps: $(VENV)/.installed
 	@for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
