@@ -194,12 +194,9 @@ def plugin_arg(plugin_pods: list[dict], name: str) -> str | None:
     for p in plugin_pods:
         for c in p.get("spec", {}).get("containers") or []:
             argv = [w for a in [*(c.get("command") or []), *(c.get("args") or [])] for w in str(a).split()]
-            for i, a in enumerate(argv):
-                flag, eq, val = a.lstrip("-").partition("=")
-                if a.startswith("-") and flag == name:
-                    val = val if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-                    if val:
-                        return val
+            val = next((v for v in vendors.flag_values(argv, name) if v), None)
+            if val:
+                return val
     return None
 
 

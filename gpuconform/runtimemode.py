@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import vendors
+
 CDI = "cdi"  # the plugin lists devices through CDI only; the operator's nvidia-cdi/nvidia-legacy may be present
 LEGACY = "legacy-runtime"  # the plugin lists devices for the NVIDIA runtime (envvar or volume-mounts)
 NRI = "nri"  # the operator's NRI plugin injects CDI devices; no NVIDIA RuntimeClass exists
@@ -83,11 +85,7 @@ def device_list_strategy(plugin_pods: list[dict]) -> tuple[list[str] | None, str
     deviceListStrategy: not known). (None, why) without an NVIDIA plugin container."""
     containers = _plugin_containers(plugin_pods)
     for name, c, argv in containers:
-        found: list[str] = []
-        for i, a in enumerate(argv):
-            flag, eq, val = a.lstrip("-").partition("=")
-            if flag == "device-list-strategy":
-                found += _split(val if eq else (argv[i + 1] if i + 1 < len(argv) else ""))
+        found = [s for v in vendors.flag_values(argv, "device-list-strategy") for s in _split(v)]
         if found:
             return found, f"pod {name} container {c.get('name')} arg --device-list-strategy"
         env = {e.get("name"): e for e in c.get("env") or []}
@@ -98,7 +96,7 @@ def device_list_strategy(plugin_pods: list[dict]) -> tuple[list[str] | None, str
             return _split(e.get("value") or ""), f"pod {name} container {c.get('name')} env DEVICE_LIST_STRATEGY"
     for name, c, argv in containers:
         if any(e.get("name") == "CONFIG_FILE" for e in c.get("env") or []) or \
-                any(a.lstrip("-").partition("=")[0] == "config-file" for a in argv):
+                vendors.flag_values(argv, "config-file"):
             return None, f"pod {name} names a config file (it may set deviceListStrategy)"
         return list(DEFAULT_STRATEGY), f"pod {name} container {c.get('name')}: not set (the plugin's default)"
     return None, "no NVIDIA device plugin container found"

@@ -148,3 +148,14 @@ def is_gpu_resource(vendor: str, key: str) -> bool:
     if vendor == AMD:
         return key == "amd.com/gpu" or bool(_AMD_PARTITION.match(key))
     return key in INTEL_DRIVER_RESOURCES
+
+
+def flag_values(argv: list[str], name: str) -> list[str]:
+    """Every value of the command-line flag -name / --name in `argv`, written `-name=v` or `-name v` (Go's flag
+    package and urfave/cli, which the vendors' plugins use, accept both); "" for a flag with no value after it."""
+    out = []
+    for i, a in enumerate(argv):
+        flag, eq, val = a.lstrip("-").partition("=")
+        if a.startswith("-") and flag == name:
+            out.append(val if eq else (argv[i + 1] if i + 1 < len(argv) else ""))
+    return out
