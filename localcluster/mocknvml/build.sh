@@ -16,9 +16,9 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp "$NVML_H" "$work/nvml.h"
 python3 "$here/gen_stubs.py" "$work/nvml.h" "$here/mocknvml.c" "$work/stubs.c"
-CFLAGS=(-O2 -fPIC -fvisibility=default -DNVML_NO_UNVERSIONED_FUNC_DEFS -I"$work" -Wall -Wno-unused-parameter)
+CFLAGS=(-O2 -fPIC -pthread -fvisibility=default -DNVML_NO_UNVERSIONED_FUNC_DEFS -I"$work" -Wall -Wno-unused-parameter)
 ${CC:-gcc} "${CFLAGS[@]}" -c "$here/mocknvml.c" -o "$work/mocknvml.o"
 ${CC:-gcc} "${CFLAGS[@]}" -Wno-deprecated-declarations -c "$work/stubs.c" -o "$work/stubs.o"
-${CC:-gcc} -shared -Wl,-soname,libnvidia-ml.so.1 -o "$OUT/libnvidia-ml.so.1" "$work/mocknvml.o" "$work/stubs.o"
+${CC:-gcc} -shared -pthread -Wl,-soname,libnvidia-ml.so.1 -o "$OUT/libnvidia-ml.so.1" "$work/mocknvml.o" "$work/stubs.o"
 ln -sf libnvidia-ml.so.1 "$OUT/libnvidia-ml.so"
 echo "$OUT/libnvidia-ml.so.1 ($(nm -D --defined-only "$OUT/libnvidia-ml.so.1" | grep -c ' T nvml') nvml symbols)"

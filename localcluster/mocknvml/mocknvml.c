@@ -9,14 +9,25 @@
  * same as NVIDIA's plain pointer handle on the C ABI, so the library also stands in for code built on NVIDIA's
  * own header. The structs behind the handles are ours (below).
  *
+ * Faults: a GPU can be lost (the per-GPU config key `lost 1`, or a `lost` line in the events file), and the events
+ * file feeds Xid events to event sets (nvmlEventSetWait), the way NVIDIA's k8s-device-plugin health check
+ * (v0.19.3 internal/rm/health.go, checkHealth) consumes them. See the section "faults" below.
+ *
+ * Thread safety: the plugin waits on an event set in one goroutine while others query devices; `mu` guards what
+ * they share (init and the config, lost GPUs, event sets, the events file's reading).
+ *
  * Only functions defined at the start of a line as `nvmlReturn_t nvml...(` or `const char *nvml...(` count as
  * implemented for gen_stubs.py: keep that shape.
  */
+#define _GNU_SOURCE
 #include <ctype.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "nvml.h"
 
@@ -65,6 +76,11 @@ struct mig {
     struct nvmlGpuInstance_st gi;
     struct nvmlComputeInstance_st ci;
 };
+enum {
+    EVENTS_UNSUPPORTED, /* config `events 0`: nvmlDeviceGetSupportedEventTypes returns NOT_SUPPORTED */
+    EVENTS_XID_ECC,     /* default: Xid and ECC events */
+    EVENTS_NONE,        /* config `events none`: an empty mask, and nvmlDeviceRegisterEvents NOT_SUPPORTED */
+};
 struct gpu {
     char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
@@ -75,6 +91,8 @@ struct gpu {
     int nmigs;
     struct mig migs[MAX_MIGS];
     struct nvmlDevice_st dev;
+    int events;      /* EVENTS_*: what nvmlDeviceGetSupportedEventTypes says */
+    int lost;        /* fallen off the bus: every query on its handles returns GPU_IS_LOST (guarded by mu) */
 };
 
 static struct gpu gpus[MAX_GPUS];
@@ -82,6 +100,9 @@ static int ngpus;
 static char driver_version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = "550.127.05";
 static int cuda_version = 12040;
 static int init_count;
+static char events_path[1024]; /* the events file (config key events_file; default $MOCK_NVML_CONFIG.events) */
+static long lost_scan_off;     /* bytes of the events file already scanned for `lost` lines (guarded by mu) */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 void mocknvml_trace(const char *fmt, ...) {
     const char *t = getenv("MOCK_NVML_TRACE");
@@ -139,6 +160,7 @@ static void new_gpu(void) {
     g->pci_device_id = 0x20b010de;
     g->memory_mib = 40960;
     g->max_migs = 7;
+    g->events = EVENTS_XID_ECC;
     g->dev.gpu = ngpus;
     g->dev.mig = -1;
     ngpus++;
@@ -191,7 +213,8 @@ static char *trim(char *s) {
  * describe that GPU. Top level: driver <version>, cuda <int, e.g. 12040>. Per GPU: name <rest of line>, uuid,
  * bus <PCI bus id>, memory_mib, compute <major.minor>, arch <ampere|turing|hopper|...>, brand <tesla|nvidia|...>,
  * minor, pci_device_id <0xDDDDVVVV>, mig_capable <0|1>, mig_mode <0|1>, mig_pending <0|1> (default: mig_mode),
- * mig <profile> <count> (GPU instances of that profile, each with one full compute instance).
+ * mig <profile> <count> (GPU instances of that profile, each with one full compute instance), events <1|0|none>
+ * (event support, see EVENTS_*), lost <0|1> (1: lost from init on). Top level too: events_file <path>.
  */
 static int load_config(void) {
     const char *path = getenv("MOCK_NVML_CONFIG");
@@ -200,6 +223,8 @@ static int load_config(void) {
         fprintf(stderr, "mocknvml: MOCK_NVML_CONFIG is not set\n");
         return -1;
     }
+    snprintf(events_path, sizeof(events_path), "%s.events", path);
+    lost_scan_off = 0; /* a re-init reads the whole events file again: a lost GPU stays lost */
     FILE *f = fopen(path, "r");
     if (!f) {
         fprintf(stderr, "mocknvml: cannot open %s\n", path);
@@ -229,6 +254,8 @@ static int load_config(void) {
             snprintf(driver_version, sizeof(driver_version), "%s", v);
         } else if (strcmp(s, "cuda") == 0) {
             cuda_version = atoi(v);
+        } else if (strcmp(s, "events_file") == 0) {
+            snprintf(events_path, sizeof(events_path), "%s", v);
         } else if (!g) {
             fprintf(stderr, "mocknvml: %s:%d: %s before any `gpu` line\n", path, line, s);
             rc = -1;
@@ -264,6 +291,10 @@ static int load_config(void) {
             int count = 1;
             if (sscanf(v, "%63s %d", prof, &count) < 1 || add_migs(g, prof, count, path, line) != 0)
                 rc = -1;
+        } else if (strcmp(s, "events") == 0) {
+            g->events = strcmp(v, "none") == 0 ? EVENTS_NONE : atoi(v) ? EVENTS_XID_ECC : EVENTS_UNSUPPORTED;
+        } else if (strcmp(s, "lost") == 0) {
+            g->lost = atoi(v) != 0;
         } else {
             fprintf(stderr, "mocknvml: %s:%d: unknown key %s\n", path, line, s);
             rc = -1;
@@ -296,17 +327,191 @@ static nvmlReturn_t copy_str(char *dst, unsigned int len, const char *src) {
     return NVML_SUCCESS;
 }
 
+/* ---------------------------------------------------------------- faults: lost GPUs and the events file */
+
+/*
+ * The events file is the test bed's fault log, appended to while the plugin runs; one fault a line:
+ *
+ *   xid <gpu> <code>   an Xid critical error on GPU <gpu>: its index or UUID, or a MIG device's UUID (the event
+ *                      then names that MIG device's GPU and compute instance)
+ *   lost <gpu>         the GPU falls off the bus (a MIG UUID: its GPU)
+ *
+ * `#` starts a comment; blank lines are skipped; a malformed line is skipped (one message with MOCK_NVML_TRACE=1).
+ * Only complete lines count: one not yet ending in '\n' is read again on the next look.
+ *
+ * `lost` is a state of the machine: whoever reads the file (every device query looks, cheaply, via gpu_check;
+ * every nvmlEventSetWait poll) marks the GPU lost for good in this process, and a re-init, which re-reads the
+ * config, reads the whole file again. Both lines are also events: an event set delivers, in order and once each,
+ * the lines appended after its creation (nvml.h, nvmlDeviceRegisterEvents: "All events that occurred before this
+ * call are not recorded"; the plugin creates its set just before registering), so a restarted plugin does not
+ * see old faults again, and a fault written before the plugin's health check started is never delivered.
+ */
+#define SUPPORTED_EVENTS /* what a GPU supports here, and the mask health.go registers */ \
+    ((unsigned long long)(nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError | \
+                          nvmlEventTypeSingleBitEccError))
+#define POLL_MS 100
+#define NO_INSTANCE 0xFFFFFFFFu /* nvmlEventData_t's gpuInstanceId/computeInstanceId for a whole GPU (nvml.h) */
+
+struct nvmlEventSet_st {
+    long off;                          /* bytes of the events file this set has read */
+    unsigned long long mask[MAX_GPUS]; /* event types registered, per GPU */
+    int lost_seen[MAX_GPUS];           /* GPU_IS_LOST returned for this GPU already */
+};
+
+enum ev_kind { EV_NONE, EV_XID, EV_LOST };
+struct ev {
+    enum ev_kind kind;
+    int gpu;
+    unsigned gi, ci;
+    unsigned long long code;
+};
+
+/* A GPU named by index, GPU UUID or MIG UUID (gi/ci: the MIG device's ids, else NO_INSTANCE). */
+static int find_gpu(const char *t, int *gpu, unsigned *gi, unsigned *ci) {
+    *gi = *ci = NO_INSTANCE;
+    if (isdigit((unsigned char)*t)) {
+        char *end;
+        long i = strtol(t, &end, 10);
+        if (*end || i >= ngpus)
+            return -1;
+        *gpu = (int)i;
+        return 0;
+    }
+    for (int i = 0; i < ngpus; i++) {
+        if (strcmp(gpus[i].uuid, t) == 0) { *gpu = i; return 0; }
+        for (int j = 0; j < gpus[i].nmigs; j++)
+            if (strcmp(gpus[i].migs[j].uuid, t) == 0) {
+                *gpu = i;
+                *gi = gpus[i].migs[j].gi_id;
+                *ci = 0; /* one compute instance per GPU instance, id 0 (nvmlDeviceGetComputeInstanceId) */
+                return 0;
+            }
+    }
+    return -1;
+}
+
+/* Parses one line of the events file; -1: malformed. */
+static int parse_event(const char *line, struct ev *e) {
+    char buf[512], *save, *w[3] = {0};
+    snprintf(buf, sizeof(buf), "%s", line);
+    char *c = strchr(buf, '#');
+    if (c)
+        *c = 0;
+    int n = 0;
+    for (char *t = strtok_r(buf, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
+        if (n == 3)
+            return -1; /* no line has more than three words */
+        w[n++] = t;
+    }
+    memset(e, 0, sizeof(*e));
+    if (n == 0)
+        return 0; /* EV_NONE */
+    if (strcmp(w[0], "xid") == 0 && n == 3) {
+        char *end;
+        if (!isdigit((unsigned char)*w[2]))
+            return -1;
+        e->code = strtoull(w[2], &end, 10);
+        if (*end || find_gpu(w[1], &e->gpu, &e->gi, &e->ci) != 0)
+            return -1;
+        e->kind = EV_XID;
+        return 0;
+    }
+    if (strcmp(w[0], "lost") == 0 && n == 2) {
+        if (find_gpu(w[1], &e->gpu, &e->gi, &e->ci) != 0)
+            return -1;
+        e->gi = e->ci = NO_INSTANCE;
+        e->kind = EV_LOST;
+        return 0;
+    }
+    return -1;
+}
+
+/*
+ * Calls fn on each complete line of the events file from *off on, until fn returns nonzero; *off ends past the
+ * last line handed to fn. A file now shorter than *off was rewritten: reading starts over. No file: no lines.
+ * Caller holds mu.
+ */
+static void read_events(long *off, int (*fn)(const char *line, void *ctx), void *ctx) {
+    FILE *f = fopen(events_path, "r");
+    if (!f)
+        return;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && st.st_size < *off)
+        *off = 0;
+    if (fseek(f, *off, SEEK_SET) == 0) {
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        while ((n = getline(&line, &cap, f)) > 0 && line[n - 1] == '\n') {
+            *off += n;
+            if (fn && fn(line, ctx))
+                break;
+        }
+        free(line);
+    }
+    fclose(f);
+}
+
+static int apply_lost(const char *line, void *ctx) {
+    struct ev e;
+    (void)ctx;
+    if (parse_event(line, &e) != 0) {
+        mocknvml_trace("%s: skipping malformed line: %.*s", events_path, (int)strcspn(line, "\n"), line);
+    } else if (e.kind == EV_LOST && !gpus[e.gpu].lost) {
+        gpus[e.gpu].lost = 1;
+        mocknvml_trace("GPU %d (%s) is lost", e.gpu, gpus[e.gpu].uuid);
+    }
+    return 0;
+}
+
+/* Reads the events file's new lines for `lost` (and reports malformed lines, once). Caller holds mu. */
+static void scan_lost(void) {
+    struct stat st;
+    if (stat(events_path, &st) != 0 || st.st_size == lost_scan_off)
+        return;
+    read_events(&lost_scan_off, apply_lost, NULL);
+}
+
+static int gpu_lost(int gpu) {
+    pthread_mutex_lock(&mu);
+    scan_lost();
+    int lost = gpus[gpu].lost;
+    pthread_mutex_unlock(&mu);
+    return lost;
+}
+
+/*
+ * The GPU behind a device handle (a GPU's or a MIG device's), or why not: INVALID_ARGUMENT for a bad handle,
+ * GPU_IS_LOST once the GPU has fallen off the bus (nvml.h: "NVML_ERROR_GPU_IS_LOST if the target GPU has fallen
+ * off the bus or is otherwise inaccessible", on every per-device query).
+ */
+static nvmlReturn_t gpu_check(nvmlDevice_t h, struct gpu **out) {
+    struct gpu *g = gpu_of(h);
+    *out = g;
+    if (!g)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return gpu_lost(h.handle->gpu) ? NVML_ERROR_GPU_IS_LOST : NVML_SUCCESS;
+}
+
 #define CHECK_INIT() do { if (init_count <= 0) return NVML_ERROR_UNINITIALIZED; } while (0)
-#define GPU_OR_FAIL(g, d) struct gpu *g = gpu_of(d); if (!g) return NVML_ERROR_INVALID_ARGUMENT
+#define GPU_OR_FAIL(g, d) \
+    struct gpu *g; \
+    do { nvmlReturn_t r_ = gpu_check(d, &g); if (r_ != NVML_SUCCESS) return r_; } while (0)
+/* For GPU-instance and compute-instance handles, which name their GPU too. */
+#define LOST_FAIL(gpu) do { if (gpu_lost(gpu)) return NVML_ERROR_GPU_IS_LOST; } while (0)
 
 /* ---------------------------------------------------------------- init */
 
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
     (void)flags;
-    if (init_count == 0 && load_config() != 0)
+    pthread_mutex_lock(&mu);
+    if (init_count == 0 && load_config() != 0) {
+        pthread_mutex_unlock(&mu);
         return NVML_ERROR_DRIVER_NOT_LOADED;
+    }
     init_count++;
     mocknvml_trace("init (%d GPUs)", ngpus);
+    pthread_mutex_unlock(&mu);
     return NVML_SUCCESS;
 }
 
@@ -315,9 +520,12 @@ nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
 nvmlReturn_t nvmlInit(void) { return nvmlInitWithFlags(0); }
 
 nvmlReturn_t nvmlShutdown(void) {
-    CHECK_INIT();
-    init_count--;
-    return NVML_SUCCESS;
+    pthread_mutex_lock(&mu);
+    nvmlReturn_t r = init_count > 0 ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
+    if (init_count > 0)
+        init_count--;
+    pthread_mutex_unlock(&mu);
+    return r;
 }
 
 const char *nvmlErrorString(nvmlReturn_t r) {
@@ -330,6 +538,7 @@ const char *nvmlErrorString(nvmlReturn_t r) {
     case NVML_ERROR_NOT_FOUND: return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
     case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
     default: return "Unknown Error";
@@ -426,7 +635,7 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int len
     GPU_OR_FAIL(g, device);
     struct mig *m = mig_of(device);
     if (m) {
-        char n[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+        char n[NVML_DEVICE_NAME_V2_BUFFER_SIZE + 32]; /* name + " MIG " + profile; copy_str checks the fit */
         snprintf(n, sizeof(n), "%s MIG %s", g->name, profile_name(g, m->p));
         return copy_str(name, length, n);
     }
@@ -566,6 +775,8 @@ nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice
 
 nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
     CHECK_INIT();
+    GPU_OR_FAIL(g, device);
+    (void)g;
     struct mig *m = mig_of(device);
     if (!id) return NVML_ERROR_INVALID_ARGUMENT;
     if (!m) return NVML_ERROR_NOT_SUPPORTED;
@@ -575,6 +786,8 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
 
 nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id) {
     CHECK_INIT();
+    GPU_OR_FAIL(g, device);
+    (void)g;
     struct mig *m = mig_of(device);
     if (!id) return NVML_ERROR_INVALID_ARGUMENT;
     if (!m) return NVML_ERROR_NOT_SUPPORTED;
@@ -685,6 +898,7 @@ nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t 
     CHECK_INIT();
     struct mig *m = gi.handle ? mig_at(gi.handle->gpu, gi.handle->mig) : NULL;
     if (!m || !info) return NVML_ERROR_INVALID_ARGUMENT;
+    LOST_FAIL(gi.handle->gpu);
     memset(info, 0, sizeof(*info));
     info->device.handle = &gpus[gi.handle->gpu].dev;
     info->id = m->gi_id;
@@ -698,6 +912,7 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gi, unsigne
     CHECK_INIT();
     struct mig *m = gi.handle ? mig_at(gi.handle->gpu, gi.handle->mig) : NULL;
     if (!m || !ci) return NVML_ERROR_INVALID_ARGUMENT;
+    LOST_FAIL(gi.handle->gpu);
     if (id != 0) return NVML_ERROR_NOT_FOUND;
     ci->handle = &m->ci;
     return NVML_SUCCESS;
@@ -713,6 +928,7 @@ nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t ci, nvmlCompute
     CHECK_INIT();
     struct mig *m = ci.handle ? mig_at(ci.handle->gpu, ci.handle->mig) : NULL;
     if (!m || !info) return NVML_ERROR_INVALID_ARGUMENT;
+    LOST_FAIL(ci.handle->gpu);
     memset(info, 0, sizeof(*info));
     info->device.handle = &gpus[ci.handle->gpu].dev;
     info->gpuInstance.handle = &m->gi;
@@ -735,6 +951,7 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gi, 
     if (!m || !info || profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT ||
         engProfile >= NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT)
         return NVML_ERROR_INVALID_ARGUMENT;
+    LOST_FAIL(gi.handle->gpu);
     /* offered: the plain 1/2/3/4/7-slice compute instances that fit in the GPU instance */
     unsigned s = CI_SLICES[profile];
     if (profile > NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE || profile == NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE ||
@@ -771,4 +988,134 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstance_t gi,
     if (info->version == nvmlComputeInstanceProfileInfo_v3)
         ((nvmlComputeInstanceProfileInfo_v3_t *)info)->capabilities = 0;
     return NVML_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- events (XID health checks) */
+
+/*
+ * What NVIDIA's k8s-device-plugin health check calls (v0.19.3 internal/rm/health.go, checkHealth): EventSetCreate;
+ * per device, DeviceGetHandleByUUID of the GPU (of the parent GPU for a MIG device), GetSupportedEventTypes
+ * (failure: that device unhealthy) and RegisterEvents(XidCriticalError|DoubleBitEcc|SingleBitEcc & supported;
+ * NOT_SUPPORTED: "too old to support healthchecking", other failures: unhealthy); then EventSetWait(5000) in a
+ * loop: TIMEOUT continues, any other error marks every device unhealthy, an XidCriticalError event whose xid is
+ * not ignored marks the device with the event's UUID (and, for MIG, GI/CI ids) unhealthy. go-nvml calls
+ * nvmlEventSetWait_v2 when the library has it (pkg/nvml/lib.go), nvmlEventSetWait otherwise.
+ */
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+    CHECK_INIT();
+    if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+    struct nvmlEventSet_st *s = calloc(1, sizeof(*s));
+    if (!s) return NVML_ERROR_MEMORY;
+    pthread_mutex_lock(&mu);
+    scan_lost();
+    read_events(&s->off, NULL, NULL); /* start past what is already written: NVML records no earlier event */
+    pthread_mutex_unlock(&mu);
+    set->handle = s;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+    CHECK_INIT();
+    free(set.handle);
+    return NVML_SUCCESS;
+}
+
+/*
+ * GPUs support Xid and ECC events unless their config says otherwise: `events 0` fails the query (health.go then
+ * marks the device unhealthy: "unable to determine the supported events"); `events none` answers an empty mask,
+ * as nvml.h documents for platforms without events, and RegisterEvents then returns NOT_SUPPORTED (health.go: "too
+ * old to support healthchecking", the device stays healthy). MIG device handles: NOT_SUPPORTED (nvml.h,
+ * nvmlEventSetWait_v2: "This API does not currently support per-instance event reporting using MIG device
+ * handles"; the plugin registers the parent GPU).
+ */
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes) {
+    CHECK_INIT();
+    GPU_OR_FAIL(g, device);
+    if (!eventTypes) return NVML_ERROR_INVALID_ARGUMENT;
+    if (g->events == EVENTS_UNSUPPORTED || device.handle->mig >= 0) return NVML_ERROR_NOT_SUPPORTED;
+    *eventTypes = g->events == EVENTS_NONE ? 0 : SUPPORTED_EVENTS;
+    return NVML_SUCCESS;
+}
+
+/* nvml.h: NOT_SUPPORTED "if the platform does not support this feature or some of requested event types"; then
+ * none of them is registered. */
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set) {
+    CHECK_INIT();
+    GPU_OR_FAIL(g, device);
+    if (!set.handle) return NVML_ERROR_INVALID_ARGUMENT;
+    if (g->events != EVENTS_XID_ECC || device.handle->mig >= 0 || (eventTypes & ~SUPPORTED_EVENTS))
+        return NVML_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&mu);
+    set.handle->mask[device.handle->gpu] |= eventTypes;
+    pthread_mutex_unlock(&mu);
+    return NVML_SUCCESS;
+}
+
+struct wait_ctx {
+    struct nvmlEventSet_st *set;
+    nvmlEventData_t *data;
+    nvmlReturn_t ret; /* TIMEOUT: nothing for this set yet */
+};
+
+/*
+ * One line of the events file for one set: `lost` of a GPU the set registered returns GPU_IS_LOST (once per set:
+ * the plugin's loop would otherwise spin, every Wait failing at once and every device sent again); `xid` of a GPU
+ * the set registered for XidCriticalError, not lost, is the event. Everything else is consumed unseen.
+ */
+static int deliver(const char *line, void *p) {
+    struct wait_ctx *w = p;
+    struct nvmlEventSet_st *s = w->set;
+    struct ev e;
+    if (parse_event(line, &e) != 0 || e.kind == EV_NONE || !s->mask[e.gpu] || s->lost_seen[e.gpu])
+        return 0;
+    if (e.kind == EV_LOST) {
+        s->lost_seen[e.gpu] = 1;
+        w->ret = NVML_ERROR_GPU_IS_LOST;
+        return 1;
+    }
+    if (!(s->mask[e.gpu] & nvmlEventTypeXidCriticalError))
+        return 0;
+    memset(w->data, 0, sizeof(*w->data));
+    w->data->device.handle = &gpus[e.gpu].dev;
+    w->data->eventType = nvmlEventTypeXidCriticalError;
+    w->data->eventData = e.code;
+    w->data->gpuInstanceId = e.gi;
+    w->data->computeInstanceId = e.ci;
+    mocknvml_trace("event: xid %llu on GPU %d (gi %u ci %u)", e.code, e.gpu, e.gi, e.ci);
+    w->ret = NVML_SUCCESS;
+    return 1;
+}
+
+static long ms_since(const struct timespec *t0) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0->tv_sec) * 1000L + (t.tv_nsec - t0->tv_nsec) / 1000000L;
+}
+
+/* Polls the events file every POLL_MS until an event for this set arrives or timeoutms pass (then TIMEOUT). */
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
+    CHECK_INIT();
+    if (!set.handle || !data) return NVML_ERROR_INVALID_ARGUMENT;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        struct wait_ctx w = {set.handle, data, NVML_ERROR_TIMEOUT};
+        pthread_mutex_lock(&mu);
+        scan_lost();
+        read_events(&set.handle->off, deliver, &w);
+        pthread_mutex_unlock(&mu);
+        if (w.ret != NVML_ERROR_TIMEOUT)
+            return w.ret;
+        long left = (long)timeoutms - ms_since(&t0);
+        if (left <= 0)
+            return NVML_ERROR_TIMEOUT;
+        long ms = left < POLL_MS ? left : POLL_MS;
+        struct timespec d = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&d, NULL);
+    }
+}
+
+nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
+    return nvmlEventSetWait_v2(set, data, timeoutms);
 }
