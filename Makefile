@@ -10,7 +10,7 @@ APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static 
 .PHONY: gfd-labels soak gotest bench bench-scale lint help deps cluster-up cluster-down cluster-status faults fault fault-clear bed test unit demo suite cleanup
 
 help:
-	@echo "make demo | test | cluster-up | cluster-down | cluster-status | bed PROFILE=... LAYOUT=... | faults | fault NAME=... | fault-clear | cleanup [FORCE=1]"
+	@echo "make demo | test | cluster-up | cluster-down | cluster-status | bed PROFILE=... LAYOUT=... [STACK=...] | faults | fault NAME=... | fault-clear | cleanup [FORCE=1]"
 	@echo "make bench | bench-scale [N=1000] | soak [N=10] | gfd-labels [GFD_TAG=v0.19.3]"
 
 deps: $(VENV)/.installed
@@ -43,11 +43,13 @@ fault-clear:
 	python3 localcluster/cluster.py fault-clear
 
 # Turns the running bed's real node into another pool profile / plugin install layout (localcluster/shapes.py).
-# PROFILE: plain | time-slicing | time-slicing-renamed | mig-mixed; LAYOUT: helm | static | operator.
-# At start-up the same choice comes from GPUCONFORM_BED_PROFILE / GPUCONFORM_BED_LAYOUT (default plain, helm).
+# PROFILE: plain | time-slicing | time-slicing-renamed | mig-mixed; LAYOUT: helm | static | operator;
+# STACK: nvidia (NVIDIA's own plugin and GFD over the mock NVML) | sim (the simulated plugin; mig-mixed always).
+# At start-up the same choice comes from GPUCONFORM_BED_PROFILE / _LAYOUT / _STACK (default plain, helm, nvidia),
+# and the Kubernetes release from K8S_VERSION (default v1.37.2; localcluster/tools/k8s/versions/ lists the pinned ones).
 bed:
-	@test -n "$(PROFILE)" -a -n "$(LAYOUT)" || { echo "usage: make bed PROFILE=<plain|time-slicing|time-slicing-renamed|mig-mixed> LAYOUT=<helm|static|operator>"; exit 2; }
-	python3 localcluster/cluster.py bed $(PROFILE) $(LAYOUT)
+	@test -n "$(PROFILE)" -a -n "$(LAYOUT)" || { echo "usage: make bed PROFILE=<plain|time-slicing|time-slicing-renamed|mig-mixed> LAYOUT=<helm|static|operator> [STACK=<nvidia|sim>]"; exit 2; }
+	python3 localcluster/cluster.py bed $(PROFILE) $(LAYOUT) $(STACK)
 
 # The suite's own tests: unit, pytester, and end-to-end against the local test bed (healthy run + fault matrix).
 test: lint gotest cluster-up
@@ -65,7 +67,7 @@ gfd-labels:
 # The simulated plugin, nvidia-smi and vector-add stand-in, and the bed's kubelet-checkpoint tool (Go unit tests).
 gotest:
 	cd localcluster/images && go test ./...
-	cd localcluster/tools/k8s && go test -tags selinux,notest ./cmd/...
+	cd localcluster/tools/k8s && go test -modfile=versions/$${K8S_VERSION:-v1.37.2}.mod -tags selinux,notest ./cmd/...
 
 lint: deps
 	$(VENV)/bin/ruff check .

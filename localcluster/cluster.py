@@ -96,19 +96,29 @@ class Bins:
     kwok: Path
     images: Path
     tools: Path  # the bed's own Go tools (build.sh K8S_TOOLS_BIN, tools/k8s/cmd)
+    nvidia: Path  # NVIDIA's plugin and GFD, NFD's master and CRDs (build.sh NVIDIA_BIN; nvidia.py)
+    mocknvml: Path  # the mock libnvidia-ml.so.1 (build.sh MOCKNVML_LIB; mocknvml/)
 
     def __getitem__(self, name: str) -> str:
         return str((self.kwok if name == "kwok" else self.k8s) / name)
 
 
+_BINS: list[Bins] = []
+
+
 def build(quiet: bool = False) -> Bins:
-    """Runs build.sh (a no-op when cached) and returns where the binaries are; `quiet` hides its progress."""
+    """Runs build.sh (a no-op when cached) and returns where the binaries are; `quiet` hides its progress. Once per
+    process."""
+    if _BINS:
+        return _BINS[0]
     out = subprocess.run([str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True,
                          stderr=subprocess.DEVNULL if quiet else None)
     if out.returncode:
         raise BedError("building the test-bed binaries failed (see the [build] lines above)")
     dirs = dict(line.split("=", 1) for line in out.stdout.split())
-    return Bins(Path(dirs["K8S_BIN"]), Path(dirs["KWOK_BIN"]), Path(dirs["IMAGES_BIN"]), Path(dirs["K8S_TOOLS_BIN"]))
+    _BINS.append(Bins(Path(dirs["K8S_BIN"]), Path(dirs["KWOK_BIN"]), Path(dirs["IMAGES_BIN"]),
+                      Path(dirs["K8S_TOOLS_BIN"]), Path(dirs["NVIDIA_BIN"]), Path(dirs["MOCKNVML_LIB"])))
+    return _BINS[0]
 
 
 # ---------------------------------------------------------------- processes
@@ -460,6 +470,9 @@ def build_images(bins: Bins) -> list[Path]:
         imagebuild.Image(IMAGES["vectoradd"], [], cmd=["/cuda-samples/vectorAdd"],
                          files=[("cuda-samples/vectorAdd", b / "vectoradd")], labels=label, user="1000:1000"),
     ]
+    import nvidia
+
+    imgs += nvidia.images(bins)
     archives = [imagebuild.write_archive(i, out / (i.name.rsplit("/", 1)[-1].replace(":", "_") + ".tar")) for i in imgs]
     return archives + [build_suite_image()]
 
@@ -511,9 +524,12 @@ def write_hardware(numa: int = 0, profile: str | None = None, off_bus: tuple[int
                      "memoryTotalMiB": 40960})
         if profile == "mig-mixed":
             gpus[-1]["migDevices"] = shapes.mig_devices(i)
-    (GPU_SIM / "hardware.json").write_text(json.dumps(
-        {"driverVersion": DRIVER, "cudaVersion": CUDA, "gpus": gpus}, indent=1))
+    hardware = {"driverVersion": DRIVER, "cudaVersion": CUDA, "gpus": gpus}
+    (GPU_SIM / "hardware.json").write_text(json.dumps(hardware, indent=1))
     write_pci_tree(GPU_SIM / "sys", gpus, off_bus)
+    import nvidia
+
+    nvidia.install_driver(build(quiet=True).mocknvml / "libnvidia-ml.so.1", hardware)  # what NVML enumerates
 
 
 # ---------------------------------------------------------------- the PCI tree (sysfs)
@@ -583,7 +599,26 @@ def write_pci_tree(sys_root: Path, gpus: list[dict], off_bus: tuple[int, ...] = 
     return bdfs + [VM_GPU_BDF, "0000:c1:00.0", "0000:41:00.0"]
 
 
+SERVICE_VIP = "10.0.0.1"  # the `kubernetes` Service's ClusterIP: the first address of --service-cluster-ip-range
+VIP_RULE = ["-t", "nat", "PREROUTING", "-d", f"{SERVICE_VIP}/32", "-p", "tcp", "--dport", "443",
+            "-m", "comment", "--comment", "gpuconform-kubernetes-service", "-j", "DNAT"]
+
+
+def service_vip(ip: str, on: bool = True) -> None:
+    """What kube-proxy does for the `kubernetes` Service, which in-cluster clients (client-go's InClusterConfig:
+    KUBERNETES_SERVICE_HOST/PORT, set by the kubelet) dial: a DNAT of <VIP>:443 to the API server, for traffic
+    from pods (routed through the host from the CNI bridge). The bed runs no kube-proxy; GFD and NFD's master,
+    unmodified, need this."""
+    rule = [*VIP_RULE[:2], "{}", *VIP_RULE[2:], "--to-destination", f"{ip}:{PORTS['kube-apiserver']}"]
+    have = sh("iptables", *[a if a != "{}" else "-C" for a in rule], check=False, quiet=True).returncode == 0
+    if on and not have:
+        sh("iptables", *[a if a != "{}" else "-A" for a in rule])
+    elif not on and have:
+        sh("iptables", *[a if a != "{}" else "-D" for a in rule], check=False)
+
+
 def start_node(bins: Bins, ip: str, kubectl: Kubectl, policy: str = "single-numa-node") -> None:
+    service_vip(ip)
     start("containerd", ["containerd", "--config", str(containerd_config())])
     wait_for("containerd socket", lambda: ctr("version", check=False).returncode == 0, 30, "containerd")
     import_images(build_images(bins))
@@ -608,6 +643,8 @@ def write_kubelet_config(ip: str, policy: str) -> None:
         "tlsCertFile": str(PKI / "kubelet-serving.crt"), "tlsPrivateKeyFile": str(PKI / "kubelet-serving.key"),
         "containerRuntimeEndpoint": f"unix://{CTRD_SOCK}",
         "cgroupDriver": "cgroupfs",
+        # This host is cgroup v1; kubelet 1.35+ refuses it unless told otherwise (KEP-4569, kubernetes #134298).
+        "failCgroupV1": False,
         "cpuManagerPolicy": "static", "reservedSystemCPUs": "0",
         "topologyManagerPolicy": policy, "topologyManagerScope": "container",
         "failSwapOn": False, "clusterDomain": "cluster.local", "serializeImagePulls": False,
@@ -697,15 +734,27 @@ def deploy_operator(kubectl: Kubectl, failing: str = "") -> None:
 
 
 def deploy_plugin(kubectl: Kubectl, config: dict | None = None, host_dir: str = DEVICE_PLUGIN_DIR) -> None:
-    """Labels the node and applies the plugin and its companions for the bed's current profile and layout."""
+    """Labels the node and applies the plugin and its companions for the bed's current profile, layout and stack.
+    On the nvidia stack GFD writes the GPU labels (through NFD's master); the bed writes only the labels of the
+    parts it stands in for (NFD's worker, the operator), after removing any it wrote for the simulated stack."""
+    import nvidia
     import shapes
 
     profile, layout = shapes.current()
     labels = shapes.gfd_labels(profile, layout)
-    kubectl("label", "node", NODE_NAME, "--overwrite", *(f"{k}={v}" for k, v in labels.items()),
-            *(f"{k}-" for k in shapes.stale_label_keys(labels)))
-    kubectl.apply(*shapes.plugin_objects(layout, config or shapes.plugin_config(profile), host_dir))
-    kubectl.apply(*shapes.companion_objects(layout))
+    if shapes.current_stack() == "nvidia":
+        nvidia.apply_nfd(kubectl)
+        own = {k: v for k, v in labels.items() if k in (shapes.NFD_NVIDIA, shapes.OPERATOR_PRESENT)}
+        managed = nvidia.nfd_managed_labels(kubectl)
+        drop = [k for k in {*labels, *shapes.stale_label_keys({})} if k not in own and k not in managed]
+        kubectl("label", "node", NODE_NAME, "--overwrite", *(f"{k}={v}" for k, v in own.items()),
+                *(f"{k}-" for k in drop if k != shapes.OPERATOR_PRESENT or layout != "operator"))
+    else:
+        nvidia.remove_gfd(kubectl)
+        kubectl("label", "node", NODE_NAME, "--overwrite", *(f"{k}={v}" for k, v in labels.items()),
+                *(f"{k}-" for k in shapes.stale_label_keys(labels)))
+    kubectl.apply(*shapes.stack_plugin_objects(layout, config, host_dir))
+    kubectl.apply(*shapes.stack_companion_objects(layout))
 
 
 def advertised(kubectl: Kubectl, node: str = NODE_NAME) -> dict[str, tuple[str, str]]:
@@ -849,7 +898,9 @@ def up() -> None:
 
     if not read_state().get("profile"):  # a fresh bed starts in the shape the environment asks for
         profile, layout = shapes.current()
-        write_state(profile=profile, layout=layout, base_profile=profile, base_layout=layout)
+        stack = shapes.wanted_stack()
+        write_state(profile=profile, layout=layout, base_profile=profile, base_layout=layout, base_stack=stack,
+                    stack=shapes.stack_for(profile, stack))
     start_node(bins, ip, kubectl, policy=read_state().get("topology_policy", "single-numa-node"))
     if not read_state().get("fault"):
         deploy_plugin(kubectl)
@@ -863,6 +914,7 @@ def up() -> None:
 
 def down() -> None:
     stopped = [c for c in reversed(COMPONENTS) if stop(c)]
+    service_vip(node_ip(), on=False)
     cleaned = clean_host_state()
     if STATE.exists():
         for d in ("etcd", "run", "images", "containerd", "pki"):
@@ -902,7 +954,7 @@ def status() -> int:
                     "GPU_CAPACITY:.status.capacity.nvidia\\.com/gpu,GPU_ALLOCATABLE:.status.allocatable.nvidia\\.com/gpu",
                     check=False), end="")
     st = read_state()
-    print(f"profile: {st.get('profile') or '-'}; layout: {st.get('layout') or '-'}; fault: {st.get('fault') or 'none'}; memory: {cluster_memory_mib()} MiB RSS; kubeconfig: {KUBECONFIG}")
+    print(f"profile: {st.get('profile') or '-'}; layout: {st.get('layout') or '-'}; plugin stack: {st.get('stack') or '-'}; fault: {st.get('fault') or 'none'}; memory: {cluster_memory_mib()} MiB RSS; kubeconfig: {KUBECONFIG}")
     return 0 if ok else 1
 
 
@@ -928,8 +980,8 @@ def main(argv: list[str]) -> int:
     try:
         if len(argv) == 2 and argv[0] == "fault":
             return faults.apply(argv[1]) or 0
-        if len(argv) == 3 and argv[0] == "bed":
-            return shapes.switch(argv[1], argv[2])
+        if len(argv) in (3, 4) and argv[0] == "bed":
+            return shapes.switch(argv[1], argv[2], *argv[3:])
         if argv[:1] == ["restart-kubelet"] and len(argv) <= 3 and argv[2:] in ([], ["--during-run"]):
             return faults.restart_kubelet(float(argv[1]) if len(argv) >= 2 else 0, during_run=argv[2:] != [])
         if argv[:1] == ["cut-access"] and len(argv) == 2:

@@ -51,6 +51,11 @@ class Fault:
     cut_access_after: float = 0  # the suite's run-long pod loses its GPU access this many seconds after it runs
     foreign_namespaces: bool = False  # other teams' namespaces labelled like the suite's (FOREIGN_NAMESPACES)
     spoof_plugin: bool = False  # a tenant's crash-looping pod labelled like the plugin runs on the GPU node
+    # The plugin stack the fault is shown on (shapes.STACKS): faults made through the simulated plugin's knobs, the
+    # kubelet, the hardware or the runtime run on "sim" (as before NVIDIA's stack came to the bed); "nvidia" faults
+    # are NVIDIA's own plugin reacting to what the mock NVML reports.
+    stack: str = "sim"
+    nvml_events: tuple = ()  # lines for the mock NVML's event file (nvidia.add_event): `xid <gpu> <code>`, `lost <gpu>`
 
 
 ALL_NUMA1 = {str(i): 1 for i in range(c.GPUS)}
@@ -136,6 +141,17 @@ FAULTS: dict[str, Fault] = {
                                 "carries the chart's labels (no DaemonSet owner, no device-plugins mount) and "
                                 "crash-loops with a hostile termination message; it is set aside, no check may fail",
                                 layout="helm", spoof_plugin=True),
+    # NVIDIA's own plugin (v0.19.3 internal/rm/health.go checkHealth) reacting to what NVML reports:
+    "xid-unhealthy": Fault("F3", "NVIDIA's plugin: NVML reports Xid 48 (double-bit ECC error) on GPU 1; the plugin's "
+                           "health check marks it unhealthy: capacity 4, allocatable 3", stack="nvidia",
+                           nvml_events=("xid 1 48",), counts=(str(c.GPUS), str(c.GPUS - 1))),
+    "gpu-lost": Fault("F3", "NVIDIA's plugin: GPU 2 is lost (NVML returns GPU_IS_LOST); the plugin's health check, on "
+                      "that error from its event wait, marks every device unhealthy: capacity 4, allocatable 0",
+                      stack="nvidia", nvml_events=("lost 2",), counts=(str(c.GPUS), "0")),
+    "gpu-fell-off-bus": Fault("hardware", "NVIDIA's plugin: GPU 3 fell off the bus (Xid 79) and is gone from the PCI "
+                              "tree; the plugin marks it unhealthy while GFD's label still counts 4",
+                              stack="nvidia", nvml_events=("xid 3 79",), off_bus=(c.GPUS - 1,),
+                              counts=(str(c.GPUS), str(c.GPUS - 1))),
     "topology-policy-none": Fault("topology", "kubelet topologyManagerPolicy is none instead of single-numa-node",
                                   policy="none"),
 }
@@ -161,9 +177,9 @@ def _foreign_objects() -> list[dict]:
 
 
 def list_faults() -> int:
-    print(f"{'NAME':22} {'ROW':9} WHAT IT DOES")
+    print(f"{'NAME':24} {'ROW':9} {'PLUGIN':7} WHAT IT DOES")
     for name, f in FAULTS.items():
-        print(f"{name:22} {f.row:9} {f.summary}")
+        print(f"{name:24} {f.row:9} {f.stack:7} {f.summary}")
     print(f"\napply: make fault NAME=<name>   restore: make fault-clear   current: {c.read_state().get('fault') or 'none'}")
     return 0
 
@@ -186,8 +202,8 @@ def _plugin_config(f: Fault | None) -> dict:
 
 
 def _restart_plugin(kubectl: c.Kubectl, f: Fault | None) -> None:
-    shapes.restart_plugin(kubectl, _plugin_config(f), f.plugin_host_dir if f and f.plugin_host_dir
-                          else c.DEVICE_PLUGIN_DIR)
+    shapes.restart_plugin(kubectl, _plugin_config(f) if f and f.plugin else None,
+                          f.plugin_host_dir if f and f.plugin_host_dir else c.DEVICE_PLUGIN_DIR)
 
 
 def _restart_kubelet(bins: c.Bins, kubectl: c.Kubectl, ip: str, policy: str, wipe_checkpoint: bool) -> None:
@@ -287,7 +303,9 @@ def cut_access(after: float) -> int:
     return 0
 
 
-def clear(quiet: bool = False) -> int:
+def clear(quiet: bool = False, target: tuple[str, str, str] | None = None) -> int:
+    """Restores the healthy state in the shape the bed was started in, or in `target` (profile, layout, stack):
+    the next fault's shape, so that a fault after a fault switches the bed once, not twice."""
     bins, kubectl, ip = _ctx()
     st = c.read_state()
     prev = FAULTS.get(st.get("fault") or "")
@@ -298,6 +316,9 @@ def clear(quiet: bool = False) -> int:
         c.import_images(c.build_images(bins))
     if prev and (prev.hardware_numa is not None or prev.off_bus):
         c.write_hardware()
+    import nvidia
+
+    nvidia.clear_events()  # the plugin restart below forgets what it received
     (c.GPU_SIM / "runtime.json").unlink(missing_ok=True)  # the nvidia runtime's healthy defaults
     if prev and prev.runtime_handler:  # a RuntimeClass's handler cannot be changed: recreate it
         kubectl("delete", "runtimeclass", c.NVIDIA_RUNTIME, "--ignore-not-found", "--wait=true")
@@ -319,14 +340,17 @@ def clear(quiet: bool = False) -> int:
         _restart_kubelet(bins, kubectl, ip, "single-numa-node", wipe_checkpoint=False)
     c.write_state(fault=None, topology_policy="single-numa-node")
     base = (st.get("base_profile") or "plain", st.get("base_layout") or "helm")
-    if shapes.current() != base:
-        shapes.switch(*base)
+    base_stack = shapes.stack_for(base[0], st.get("base_stack") or "nvidia")
+    if target:
+        base, base_stack = target[:2], shapes.stack_for(target[0], target[2])
+    if shapes.current() != base or shapes.current_stack() != base_stack:
+        shapes.switch(*base, base_stack)
     else:
         c.deploy_plugin(kubectl)  # node labels and companions of the shape
         _restart_plugin(kubectl, None)
         c.wait_plugin_registered(kubectl)
     if not quiet:
-        c.say(f"healthy state restored (profile {base[0]}, layout {base[1]})")
+        c.say(f"healthy state restored (profile {base[0]}, layout {base[1]}, {base_stack} plugin)")
     return 0
 
 
@@ -335,11 +359,11 @@ def apply(name: str) -> int:
     if f is None:
         raise c.BedError(f"unknown fault {name!r}; `make faults` lists them: {', '.join(FAULTS)}")
     if c.read_state().get("fault"):
-        clear(quiet=True)
+        clear(quiet=True, target=(f.profile, f.layout or shapes.current()[1], f.stack))
     bins, kubectl, ip = _ctx()
     profile, layout = shapes.current()
-    if (f.profile, f.layout or layout) != (profile, layout):
-        shapes.switch(f.profile, f.layout or layout)
+    if (f.profile, f.layout or layout, shapes.stack_for(f.profile, f.stack)) != (profile, layout, shapes.current_stack()):
+        shapes.switch(f.profile, f.layout or layout, f.stack)
     c.write_state(fault=name)
     if f.companion_crash:
         kubectl.apply(*shapes.companion_objects(shapes.current()[1], crashing=True))
@@ -353,6 +377,11 @@ def apply(name: str) -> int:
                 "status", {}).get("containerStatuses", [])), 90, "kubelet")
     if f.hardware_numa is not None or f.off_bus:
         c.write_hardware(numa=f.hardware_numa or 0, off_bus=f.off_bus)
+    if f.nvml_events:  # the plugin's health check waits on them (NVIDIA's stack): no restart
+        import nvidia
+
+        for line in f.nvml_events:
+            nvidia.add_event(line)
     if f.runtime:  # read by the runtime at each container create: no restart needed
         (c.GPU_SIM / "runtime.json").write_text(json.dumps(f.runtime) + "\n")
     if f.delete_runtime_class or f.runtime_handler:

@@ -34,7 +34,17 @@ import time
 DEFAULT_ROOT = "/var/lib/gpu-sim"
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 CONTAINER_INFO_DIR = "/run/gpu-sim"  # images/internal/hw/hw.go ContainerInfoDir
-DEFAULTS = {"acceptEnvvarUnprivileged": False}
+# The bed's toolkit settings (config.toml accept-nvidia-visible-devices-envvar-when-unprivileged and
+# accept-nvidia-visible-devices-as-volume-mounts): the hardened pair the plugin's volume-mounts strategy is for.
+DEFAULTS = {"acceptEnvvarUnprivileged": False, "acceptDeviceListAsVolumeMounts": True}
+# Where the device plugin's volume-mounts strategy puts the device list: one /dev/null mount per device ID
+# (NVIDIA/k8s-device-plugin internal/plugin/server.go deviceListAsVolumeMountsContainerPathRoot; the toolkit's
+# internal/config/image/cuda_image.go DeviceListAsVolumeMountsRoot).
+DEVICE_LIST_ROOT = "/var/run/nvidia-container-devices"
+# The driver's NVML library and, next to it, the mock's hardware description: what the toolkit mounts into a
+# container whose device request it honours (the driver's libraries; here the mock NVML under the driver root).
+DRIVER_LIB_DIR = "/usr/lib/x86_64-linux-gnu"
+DRIVER_FILES = ("libnvidia-ml.so.1", "mocknvml.conf")
 
 
 def root() -> str:
@@ -260,25 +270,53 @@ def load_hardware(sim_root: str) -> dict | None:
     return data
 
 
+def device_list_from_mounts(spec: dict) -> str | None:
+    """The device IDs the plugin's volume-mounts strategy passed (mount destinations under DEVICE_LIST_ROOT), as
+    an NVIDIA_VISIBLE_DEVICES value, or None when there are none."""
+    ids = [m["destination"][len(DEVICE_LIST_ROOT) + 1:] for m in spec.get("mounts") or []
+           if isinstance(m, dict) and str(m.get("destination", "")).startswith(DEVICE_LIST_ROOT + "/")]
+    return ",".join(i for i in ids if i and "/" not in i) or None
+
+
+def inject_driver(spec: dict, sim_root: str) -> list[str]:
+    """Bind-mounts the driver root's NVML library and its config read-only at DRIVER_LIB_DIR, where the dynamic
+    loader finds libnvidia-ml.so.1 (those present on the host; entries the spec already has are left alone)."""
+    mounts = spec.setdefault("mounts", [])
+    have = {m.get("destination") for m in mounts}
+    added = []
+    for name in DRIVER_FILES:
+        source, dest = os.path.join(sim_root, DRIVER_LIB_DIR.lstrip("/"), name), f"{DRIVER_LIB_DIR}/{name}"
+        if dest not in have and os.path.isfile(source):
+            mounts.append({"destination": dest, "type": "bind", "source": source, "options": ["rbind", "rprivate", "ro"]})
+            added.append(dest)
+    return added
+
+
 def edit_spec(spec: dict, sim_root: str, settings: dict, clamp: bool, create: bool) -> bool:
-    """Applies the clamp and, on create, the NVIDIA_VISIBLE_DEVICES injection; True when the spec changed."""
+    """Applies the clamp and, on create, the device request the toolkit would honour (internal/config/image/
+    cuda_image.go VisibleDevices: the volume-mount list first, where accepted; then NVIDIA_VISIBLE_DEVICES in a
+    privileged container or where accepted when unprivileged); True when the spec changed."""
     changed = clamp and clamp_oom(spec)
     if not create:
         return changed
-    value = last_env((spec.get("process") or {}).get("env"), VISIBLE_DEVICES)
-    if value is None or value.strip() in ("", "void"):
-        return changed
-    if not (is_privileged(spec) or settings["acceptEnvvarUnprivileged"]):
-        # The toolkit warns likewise (internal/config/image/cuda_image.go VisibleDevices).
-        log(f"Ignoring devices requested by environment variable(s) in unprivileged container: "
-            f"[{VISIBLE_DEVICES}={value}]", sim_root)
-        return changed
+    value = device_list_from_mounts(spec) if settings["acceptDeviceListAsVolumeMounts"] else None
+    source = "volume mounts" if value else VISIBLE_DEVICES
+    if value is None:
+        value = last_env((spec.get("process") or {}).get("env"), VISIBLE_DEVICES)
+        if value is None or value.strip() in ("", "void"):
+            return changed
+        if not (is_privileged(spec) or settings["acceptEnvvarUnprivileged"]):
+            # The toolkit warns likewise (internal/config/image/cuda_image.go VisibleDevices).
+            log(f"Ignoring devices requested by environment variable(s) in unprivileged container: "
+                f"[{VISIBLE_DEVICES}={value}]", sim_root)
+            return changed
     hardware = load_hardware(sim_root)
     if hardware is None:
         return changed
     added = inject(spec, sim_root, hardware, requested_devices(value, hardware, sim_root))
+    added += inject_driver(spec, sim_root)
     if added:
-        log(f"{VISIBLE_DEVICES}={value} honoured: injected {', '.join(added)}", sim_root)
+        log(f"{source} {VISIBLE_DEVICES}={value} honoured: injected {', '.join(added)}", sim_root)
     return changed or bool(added)
 
 

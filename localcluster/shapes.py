@@ -27,6 +27,13 @@ import cluster as c
 
 PROFILES = ("plain", "time-slicing", "time-slicing-renamed", "mig-mixed")
 LAYOUTS = ("helm", "static", "operator")
+# Which plugin runs: NVIDIA's own (nvidia.py: the plugin, GFD and NFD's master over the mock NVML) or the simulated
+# one (images/: the fault injector for what NVIDIA's cannot be made to do, with the labels GFD would write).
+# GPUCONFORM_BED_STACK picks it at start-up (default nvidia). mig-mixed always runs the simulated plugin: NVIDIA's
+# reads MIG devices' capability minors from /proc/driver/nvidia-caps/mig-minors (go-nvlib pkg/nvlib/info via
+# internal/rm/nvml_devices.go GetPaths), and runc refuses mounts under /proc outside its allow-list, so no
+# container can be shown a simulated one.
+STACKS = ("nvidia", "sim")
 TS_REPLICAS = 4
 # Each simulated A100-40GB under mig-mixed: one 3g.20gb and two 1g.5gb instances (a valid A100-40GB partition).
 MIG_PER_GPU = (("3g.20gb", 2), ("1g.5gb", 9), ("1g.5gb", 10))  # (profile, GPU instance id)
@@ -43,6 +50,23 @@ def current() -> tuple[str, str]:
     return profile, layout
 
 
+def wanted_stack() -> str:
+    """The plugin stack asked for: the running bed's, else GPUCONFORM_BED_STACK, else nvidia."""
+    stack = c.read_state().get("base_stack") or os.environ.get("GPUCONFORM_BED_STACK") or "nvidia"
+    if stack not in STACKS:
+        raise c.BedError(f"unknown plugin stack {stack!r} (GPUCONFORM_BED_STACK / STACK=): one of {', '.join(STACKS)}")
+    return stack
+
+
+def stack_for(profile: str, wanted: str | None = None) -> str:
+    """The stack a profile runs on: the one asked for, except mig-mixed, which only the simulated plugin serves."""
+    return "sim" if profile == "mig-mixed" else (wanted or wanted_stack())
+
+
+def current_stack() -> str:
+    return c.read_state().get("stack") or stack_for(current()[0])
+
+
 def check(profile: str, layout: str) -> None:
     if profile not in PROFILES:
         raise c.BedError(f"unknown bed profile {profile!r} (GPUCONFORM_BED_PROFILE / PROFILE=): one of {', '.join(PROFILES)}")
@@ -56,6 +80,15 @@ def check(profile: str, layout: str) -> None:
 def mig_devices(gpu_index: int) -> list[dict]:
     return [{"profile": p, "uuid": f"MIG-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{c.NODE_NAME}/gpu{gpu_index}/gi{gi}')}",
              "gi": gi, "ci": 0} for p, gi in MIG_PER_GPU]
+
+
+def nvidia_config(profile: str) -> dict | None:
+    """NVIDIA's plugin/GFD config file for a profile (api/config/v1, version v1), None for none (plain)."""
+    if profile not in ("time-slicing", "time-slicing-renamed"):
+        return None
+    return {"version": "v1", "sharing": {"timeSlicing": {
+        "renameByDefault": profile == "time-slicing-renamed",
+        "resources": [{"name": c.RESOURCE, "replicas": TS_REPLICAS}]}}}
 
 
 def plugin_config(profile: str) -> dict:
@@ -149,7 +182,7 @@ def selector(layout: str) -> str:
     return ",".join(f"{k}={v}" for k, v in LAYOUT_OBJECTS[layout].labels.items())
 
 
-def _affinity() -> dict:
+def affinity() -> dict:
     # The chart's default nodeAffinity: any of NFD's NVIDIA PCI label or the operator's gpu.present
     # (deployments/helm/nvidia-device-plugin/values.yaml); kwok nodes have no kubelet to register with.
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
@@ -158,14 +191,20 @@ def _affinity() -> dict:
         for key in (NFD_NVIDIA, OPERATOR_PRESENT)]}}}
 
 
+def namespace_objects(layout: str) -> list[dict]:
+    """The layout's namespace, privileged: a privileged plugin needs one (as the chart's docs say)."""
+    ns = LAYOUT_OBJECTS[layout].namespace
+    if ns == "kube-system":
+        return []
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {
+        "pod-security.kubernetes.io/enforce": "privileged"}}}]
+
+
 def plugin_objects(layout: str, config: dict, host_dir: str = c.DEVICE_PLUGIN_DIR) -> list[dict]:
     """The plugin's ConfigMap and DaemonSet in the layout's namespace with its names and labels."""
     lay = LAYOUT_OBJECTS[layout]
     hp = lambda name, path: {"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}  # noqa: E731
-    objs: list[dict] = []
-    if lay.namespace != "kube-system":  # a privileged plugin needs a privileged namespace (as the chart's docs say)
-        objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": lay.namespace, "labels": {
-            "pod-security.kubernetes.io/enforce": "privileged"}}})
+    objs = namespace_objects(layout)
     objs += [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": c.PLUGIN_CM, "namespace": lay.namespace,
                                                                "labels": BED_LABEL},
@@ -180,7 +219,7 @@ def plugin_objects(layout: str, config: dict, host_dir: str = c.DEVICE_PLUGIN_DI
                  "spec": {
                      "priorityClassName": "system-node-critical",
                      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                     "affinity": _affinity(),
+                     "affinity": affinity(),
                      "containers": [{
                          "name": "nvidia-device-plugin-ctr", "image": c.IMAGES["plugin"],
                          "imagePullPolicy": "IfNotPresent",
@@ -211,11 +250,30 @@ def companion_objects(layout: str, crashing: bool = False) -> list[dict]:
                  "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
                                      "seccompProfile": {"type": "RuntimeDefault"}},
                  "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                 "affinity": _affinity(), "terminationGracePeriodSeconds": 1,
+                 "affinity": affinity(), "terminationGracePeriodSeconds": 1,
                  "containers": [{"name": "gpu-feature-discovery", "image": c.IMAGES["probe"],
                                  "imagePullPolicy": "IfNotPresent", "command": ["sh", "-c", cmd],
                                  "securityContext": restricted}]}}}}
             for name, labels in lay.companions]
+
+
+def stack_plugin_objects(layout: str, config: dict | None = None, host_dir: str = c.DEVICE_PLUGIN_DIR) -> list[dict]:
+    """The current stack's plugin objects for the current profile (`config` replaces the healthy one)."""
+    import nvidia
+
+    profile = current()[0]
+    if current_stack() == "nvidia":
+        return nvidia.plugin_objects(layout, config if config is not None else nvidia_config(profile), host_dir)
+    return plugin_objects(layout, config or plugin_config(profile), host_dir)
+
+
+def stack_companion_objects(layout: str, crashing: bool = False) -> list[dict]:
+    """NVIDIA's GFD on the nvidia stack; the stand-in companions on the simulated one."""
+    import nvidia
+
+    if current_stack() == "nvidia" and not crashing:
+        return nvidia.gfd_objects(layout, nvidia_config(current()[0]))
+    return companion_objects(layout, crashing)
 
 
 def other_layout_objects(layout: str) -> list[tuple[str, str, str]]:
@@ -254,9 +312,9 @@ def companion_pods(kubectl: c.Kubectl, layout: str) -> list[dict]:
 
 def restart_plugin(kubectl: c.Kubectl, config: dict | None = None, host_dir: str = c.DEVICE_PLUGIN_DIR) -> None:
     """Applies the plugin (new config or host directory) and replaces its pod, waiting until the new one runs."""
-    profile, layout = current()
+    layout = current()[1]
     lay = LAYOUT_OBJECTS[layout]
-    kubectl.apply(*plugin_objects(layout, config or plugin_config(profile), host_dir))
+    kubectl.apply(*stack_plugin_objects(layout, config, host_dir))
     kubectl("delete", "pod", "-n", lay.namespace, "-l", selector(layout), "--wait=true", "--grace-period=5")
 
     def started() -> bool:
@@ -279,16 +337,26 @@ def _drop_gpu_resources(kubectl: c.Kubectl) -> None:
         kubectl("patch", "node", c.NODE_NAME, "--subresource=status", "--type=json", "-p", json.dumps(patch))
 
 
-def switch(profile: str, layout: str) -> int:
-    """Turns the running bed's real node into `profile` with the plugin installed as `layout`."""
+def switch(profile: str, layout: str, stack: str | None = None) -> int:
+    """Turns the running bed's real node into `profile` with the plugin installed as `layout`, on `stack` (default:
+    the stack the bed was started with; mig-mixed: sim)."""
     check(profile, layout)
+    if stack is not None and stack not in STACKS:
+        raise c.BedError(f"unknown plugin stack {stack!r} (STACK=): one of {', '.join(STACKS)}")
     if not c.pid_of("kube-apiserver") or not c.pid_of("kubelet"):
         raise c.BedError("the local cluster is not running; run `make cluster-up` first")
     bins = c.build(quiet=True)
     kubectl, ip = c.Kubectl(bins), c.node_ip()
     old_profile, old_layout = current()
+    old_stack, new_stack = current_stack(), stack_for(profile, stack)
     for kind, ns, name in other_layout_objects(layout):
         kubectl("delete", kind, "-n", ns, name, "--ignore-not-found", "--cascade=foreground", "--wait=true")
+    if new_stack != old_stack:  # the other stack's plugin must be gone before this one registers the resource
+        lay = LAYOUT_OBJECTS[layout]
+        for name in (lay.daemonset, *(n for n, _ in lay.companions)):
+            kubectl("delete", "daemonset", "-n", lay.namespace, name, "--ignore-not-found", "--cascade=foreground",
+                    "--wait=true")
+        c.write_state(stack=new_stack)
     if profile != old_profile:
         # A different resource set: stop the plugin, restart the kubelet with no device checkpoint and clear the
         # old resources from node status, so no stale key of the previous shape is left (as on a re-imaged node).
@@ -307,7 +375,7 @@ def switch(profile: str, layout: str) -> int:
     restart_plugin(kubectl)
     c.wait_plugin_registered(kubectl)
     c.deploy_operator(kubectl)  # the validator follows the node's GPU labels, which differ per layout
-    c.say(f"bed is now profile {profile}, layout {layout} (was {old_profile}, {old_layout}): "
-          f"plugin {LAYOUT_OBJECTS[layout].daemonset} in {LAYOUT_OBJECTS[layout].namespace}, advertising "
+    c.say(f"bed is now profile {profile}, layout {layout}, {new_stack} plugin (was {old_profile}, {old_layout}, "
+          f"{old_stack}): plugin {LAYOUT_OBJECTS[layout].daemonset} in {LAYOUT_OBJECTS[layout].namespace}, advertising "
           + ", ".join(f"{r}={n}" for r, n in resources(profile).items()))
     return 0

@@ -1,6 +1,7 @@
 /*
  * mocknvml: a mock libnvidia-ml.so.1 for running NVIDIA's own device plugin and GPU Feature Discovery on
- * machines without GPUs. The hardware comes from a line-based config file named by $MOCK_NVML_CONFIG (re-read
+ * machines without GPUs. The hardware comes from a line-based config file named by $MOCK_NVML_CONFIG, else
+ * mocknvml.conf next to the library (re-read
  * on every nvmlInit, so a running bed can change it). Every other function declared in go-nvml's nvml.h is a
  * generated stub (gen_stubs.py) returning NVML_ERROR_NOT_SUPPORTED; with MOCK_NVML_TRACE=1 each stub call is
  * printed on stderr.
@@ -21,6 +22,8 @@
  */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <dlfcn.h>
+#include <libgen.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -216,11 +219,29 @@ static char *trim(char *s) {
  * mig <profile> <count> (GPU instances of that profile, each with one full compute instance), events <1|0|none>
  * (event support, see EVENTS_*), lost <0|1> (1: lost from init on). Top level too: events_file <path>.
  */
-static int load_config(void) {
+/* The config file: $MOCK_NVML_CONFIG, else mocknvml.conf in the directory this library was loaded from, as a
+ * driver's files sit together under its root (the test bed puts both under its driver root, and the container
+ * runtime mounts both into containers it gives GPUs; no environment variable in the vendor's pod specs). */
+static char default_config[1024];
+static const char *config_path(void) {
     const char *path = getenv("MOCK_NVML_CONFIG");
+    if (path && *path)
+        return path;
+    Dl_info info;
+    if (dladdr((void *)config_path, &info) && info.dli_fname && strchr(info.dli_fname, '/')) {
+        char dir[1024];
+        snprintf(dir, sizeof(dir), "%s", info.dli_fname);
+        snprintf(default_config, sizeof(default_config), "%s/mocknvml.conf", dirname(dir));
+        return default_config;
+    }
+    return NULL;
+}
+
+static int load_config(void) {
+    const char *path = config_path();
     ngpus = 0;
     if (!path || !*path) {
-        fprintf(stderr, "mocknvml: MOCK_NVML_CONFIG is not set\n");
+        fprintf(stderr, "mocknvml: MOCK_NVML_CONFIG is not set and the library's own path is unknown\n");
         return -1;
     }
     snprintf(events_path, sizeof(events_path), "%s.events", path);

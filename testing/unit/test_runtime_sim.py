@@ -107,20 +107,20 @@ def test_arguments_are_read_as_the_toolkit_reads_them(args, bundle, create):
 # ---------------------------------------------------------------- settings
 
 def test_settings_default_to_ignoring_the_env_var(sim):
-    assert rs.load_settings(str(sim)) == {"acceptEnvvarUnprivileged": False}
+    assert rs.load_settings(str(sim)) == rs.DEFAULTS
     assert log_text(sim) == ""
 
 
 @pytest.mark.parametrize("content", ["{not json", "[true]", '{"acceptEnvvarUnprivileged": "yes"}', "\x00\x01"])
 def test_malformed_settings_fall_back_to_the_defaults_and_are_logged(sim, content):
     (sim / "runtime.json").write_text(content)
-    assert rs.load_settings(str(sim)) == {"acceptEnvvarUnprivileged": False}
+    assert rs.load_settings(str(sim)) == rs.DEFAULTS
     assert "runtime.json" in log_text(sim)
 
 
 def test_unknown_settings_keys_are_logged_and_known_ones_kept(sim):
     (sim / "runtime.json").write_text('{"acceptEnvvarUnprivileged": true, "extra": 1}')
-    assert rs.load_settings(str(sim)) == {"acceptEnvvarUnprivileged": True}
+    assert rs.load_settings(str(sim)) == {**rs.DEFAULTS, "acceptEnvvarUnprivileged": True}
     assert "unknown key 'extra'" in log_text(sim)
 
 
@@ -382,3 +382,30 @@ def test_the_python_entry_point_passes_other_commands_through(sim, tmp_path, fak
     assert out.returncode == 0 and out.stdout == out.stderr == ""
     assert fake_runc.read_text().splitlines() == args
     assert (b / "config.json").read_bytes() == before
+
+
+def test_the_volume_mount_device_list_of_nvidias_plugin_is_honoured_with_the_driver_library(sim):
+    """NVIDIA's plugin with deviceListStrategy volume-mounts passes /dev/null mounts under
+    /var/run/nvidia-container-devices/<uuid> (internal/plugin/server.go); the toolkit, accepting them, injects those
+    devices and the driver's NVML library, whatever the container's own NVIDIA_VISIBLE_DEVICES says."""
+    lib = sim / "usr/lib/x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    (lib / "libnvidia-ml.so.1").write_bytes(b"\x7fELF")
+    (lib / "mocknvml.conf").write_text("gpu\n")
+    s = spec([f"{rs.VISIBLE_DEVICES}=/var/run/nvidia-container-devices"])
+    s["mounts"].append({"destination": f"/var/run/nvidia-container-devices/{UUIDS[1]}", "type": "bind",
+                        "source": "/dev/null", "options": ["rbind", "ro"]})
+    assert rs.edit_spec(s, str(sim), dict(rs.DEFAULTS), clamp=False, create=True)
+    dests = {m["destination"] for m in s["mounts"]}
+    assert f"/run/gpu-sim/{UUIDS[1]}.json" in dests
+    assert {"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "/usr/lib/x86_64-linux-gnu/mocknvml.conf"} <= dests
+    assert [d["path"] for d in s["linux"]["devices"]] == ["/dev/nvidia1"]
+
+
+def test_the_volume_mount_device_list_is_ignored_where_the_toolkit_does_not_accept_it(sim):
+    s = spec()
+    s["mounts"].append({"destination": f"/var/run/nvidia-container-devices/{UUIDS[0]}", "type": "bind",
+                        "source": "/dev/null"})
+    settings = {**rs.DEFAULTS, "acceptDeviceListAsVolumeMounts": False}
+    assert not rs.edit_spec(s, str(sim), settings, clamp=False, create=True)
+    assert "devices" not in s["linux"]
