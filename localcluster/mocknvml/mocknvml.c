@@ -680,6 +680,20 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minor) 
     return NVML_SUCCESS;
 }
 
+/* go-gpuallocator (the plugin's GetPreferredAllocation, internal/links/device.go GetP2PLink) asks this for every
+ * pair of GPUs and fails the RPC on any error, so the kubelet rejects the pod (UnexpectedAdmissionError). The bed's
+ * PCI tree has one host bridge above every GPU: two different GPUs meet at it. NVLink queries stay stubs
+ * (NOT_SUPPORTED): go-gpuallocator skips those links. */
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                 nvmlGpuTopologyLevel_t *pathInfo) {
+    CHECK_INIT();
+    GPU_OR_FAIL(g1, device1);
+    GPU_OR_FAIL(g2, device2);
+    if (!pathInfo) return NVML_ERROR_INVALID_ARGUMENT;
+    *pathInfo = g1 == g2 ? NVML_TOPOLOGY_INTERNAL : NVML_TOPOLOGY_HOSTBRIDGE;
+    return NVML_SUCCESS;
+}
+
 static unsigned long long mem_bytes(nvmlDevice_t device, struct gpu *g) {
     struct mig *m = mig_of(device);
     return (m ? profile_mem(g, m->p) : g->memory_mib) * 1024ULL * 1024ULL;
