@@ -489,6 +489,17 @@ def registration_finding(node: dict, resource: str, exp: Expectation) -> Finding
                        f"({exp.describe()}; {exp.source}): the plugin never registered it with this kubelet (pod "
                        f"Running is not proof of registration); extended resources present: "
                        f"{extended_resources(node) or 'none'}")
+    if cap and alloc == 0 and (want is None or want > 0):
+        # The kubelet counts every registered device in capacity and only healthy ones in allocatable
+        # (kubernetes pkg/kubelet/cm/devicemanager/manager.go GetCapacity): the plugin is registered, every device
+        # is Unhealthy. NVIDIA's plugin v0.19.3 marks all of them so on any NVML event-wait error, such as a lost
+        # GPU (internal/rm/health.go checkHealth); the kubelet does the same for a plugin whose endpoint stopped.
+        return Finding("GPU-F03-UNHEALTHY-DEVICES",
+                       f"{name}: all {cap} {resource} devices are Unhealthy (capacity={cap}, allocatable=0; expected "
+                       f"{want if want is not None else '> 0'} healthy, {exp.source}): the plugin reported every "
+                       "device unhealthy (its log says why: an XID, an NVML error such as a lost GPU), or its "
+                       "endpoint stopped (the kubelet marks a stopped plugin's devices Unhealthy until it registers "
+                       "again)")
     if (not cap or not alloc) and (want is None or want > 0):
         return Finding("GPU-F02-CAPACITY-ZERO",
                        f"{name}: {resource} capacity={cap} allocatable={alloc}, expected "

@@ -24,7 +24,7 @@ _R = [
     Reason("GPU-F01-NOT-REGISTERED", "fail", "device plugin not registered with the kubelet",
            "Check the plugin pod log for registration errors (socket path, 'context deadline exceeded'); with "
            "failOnInitError=false a Running plugin pod can still be unregistered."),
-    Reason("GPU-F02-CAPACITY-ZERO", "fail", "GPU capacity or allocatable is 0 on a GPU node",
+    Reason("GPU-F02-CAPACITY-ZERO", "fail", "GPU capacity is 0 (or allocatable missing) on a GPU node",
            "The plugin lost its registration (often after a kubelet restart). Restart the plugin pod and check "
            "that it re-registers on kubelet.sock re-creation."),
     Reason("GPU-F03-UNHEALTHY-DEVICES", "fail", "devices reported Unhealthy (capacity > allocatable)",

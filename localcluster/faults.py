@@ -380,6 +380,8 @@ def apply(name: str) -> int:
     if f.nvml_events:  # the plugin's health check waits on them (NVIDIA's stack): no restart
         import nvidia
 
+        nvidia.wait_health_check(kubectl)
+        time.sleep(1)  # the log line comes before the event set has registered every GPU
         for line in f.nvml_events:
             nvidia.add_event(line)
     if f.runtime:  # read by the runtime at each container create: no restart needed

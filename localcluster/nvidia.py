@@ -290,3 +290,21 @@ def remove_gfd(kubectl: "c.Kubectl") -> None:
     kubectl("delete", "nodefeatures", "-A", "--all", "--wait=true", check=False)
     c.wait_for("NFD's master to remove the labels GFD published", lambda: not {
         k for k in nfd_managed_labels(kubectl) if k.startswith("nvidia.com/")}, 90, "kubelet")
+
+
+HEALTH_CHECK_STARTED = "Ignoring the following XIDs for health checks"  # internal/rm/health.go, just before EventSetCreate
+
+
+def wait_health_check(kubectl: "c.Kubectl") -> None:
+    """Waits until the running plugin's health check listens: the mock delivers only events appended after an
+    event set registered its GPUs (as NVML records only events after nvmlDeviceRegisterEvents)."""
+    import shapes
+
+    def listening() -> bool:
+        for p in shapes.plugin_pods(kubectl, shapes.current()[1]):
+            log = kubectl("logs", "-n", p["metadata"]["namespace"], p["metadata"]["name"], check=False)
+            if HEALTH_CHECK_STARTED in log:
+                return True
+        return False
+
+    c.wait_for("NVIDIA's plugin to start its health check", listening, 60, "kubelet")

@@ -80,7 +80,8 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
     # re-registered: the device manager has no devices to give hints for), or a log read through the kubelet
     # failing while it is down (ENV-API); the registration check, run last on the node, names the cause.
     "kubelet-restart": ({"test_kubelet_counts_the_plugin_registration": "GPU-F11-REGISTRATION-UNSTABLE"},
-                        {BUSY, "GPU-F02-CAPACITY-ZERO", "GPU-F05-UNEXPECTED-ADMISSION", "GPU-F07-NOT-SCHEDULABLE",
+                        {BUSY, "GPU-F02-CAPACITY-ZERO", "GPU-F03-UNHEALTHY-DEVICES", "GPU-F05-UNEXPECTED-ADMISSION",
+                         "GPU-F07-NOT-SCHEDULABLE",
                          "GPU-F06-TOPOLOGY-AFFINITY", "ENV-TIMEOUT", "ENV-API"}),
     # time-slicing: replicas of one GPU share its UUID; more pods on GPU 0 than it has replicas is a double allocation
     "ts-shared-device": ({"test_burst_allocates_every_free_gpu_once_and_one_more_waits": "GPU-DOUBLE-ALLOCATION"},
@@ -109,6 +110,15 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
     "double-assigned": ({"test_kubelet_assigned_devices_match_what_the_pod_sees": "GPU-DOUBLE-ALLOCATION"},
                         {BUSY, "GPU-F06-FRAGMENTED"}),
     "access-lost": ({"test_gpu_access_held_through_the_run_survives_to_its_end": "GPU-F12-ACCESS-LOST"}, set()),
+    # issue 15: NVIDIA's own plugin (v0.19.3) reacting to what NVML reports through the mock
+    "xid-unhealthy": ({"test_advertised_gpus_match_the_hardware": "GPU-F03-UNHEALTHY-DEVICES",
+                       "test_advertised_gpus_match_the_pci_hardware": "GPU-F03-UNHEALTHY-DEVICES"}, set()),
+    # a lost GPU makes the plugin mark every device Unhealthy: no GPU is free for the workload checks
+    "gpu-lost": ({"test_advertised_gpus_match_the_hardware": "GPU-F03-UNHEALTHY-DEVICES",
+                  "test_gpu_resource_is_in_node_capacity": "GPU-F03-UNHEALTHY-DEVICES",
+                  "test_advertised_gpus_match_the_pci_hardware": "GPU-F03-UNHEALTHY-DEVICES"}, {BUSY}),
+    "gpu-fell-off-bus": ({"test_advertised_gpus_match_the_hardware": "GPU-F03-UNHEALTHY-DEVICES",
+                          "test_advertised_gpus_match_the_pci_hardware": "GPU-F04-LABEL-HARDWARE-MISMATCH"}, set()),
 }
 
 

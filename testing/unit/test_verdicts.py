@@ -67,7 +67,7 @@ def test_capacity_of_each_resource_of_a_mig_node():
     assert [f.code for f in missing] == ["GPU-F01-NOT-REGISTERED"] and "nvidia.com/mig-3g.20gb" in missing[0].message
     zero = capacity_findings(node({"nvidia.com/mig-1g.5gb": "8", "nvidia.com/mig-3g.20gb": "4"},
                                   {"nvidia.com/mig-1g.5gb": "0", "nvidia.com/mig-3g.20gb": "4"}), MIXED)
-    assert [f.code for f in zero] == ["GPU-F02-CAPACITY-ZERO"]
+    assert [f.code for f in zero] == ["GPU-F03-UNHEALTHY-DEVICES"]  # registered (capacity 8), none healthy
     # a MIG-only node is not judged by nvidia.com/gpu (the false GPU-F01 of a one-resource config)
     assert "nvidia.com/gpu" not in MIXED.resources
 

@@ -69,10 +69,12 @@ def test_no_plugin_pod_on_the_node_names_the_companions_set_aside():
 
 # ------------------------------------------------------------------ capacity
 
-def test_capacity_allocatable_dropped_to_zero():
+def test_capacity_with_allocatable_dropped_to_zero_is_every_device_unhealthy():
+    """The maintainer's answer in that issue: "Capacity: Total number of GPUs; Allocatable: Number of GPUs in a
+    'Healthy' state" (NVIDIA/k8s-device-plugin#58, RenaudWasTaken, 2018-06-26)."""
     node = obj("node_k8s_device_plugin_58_allocatable_zero.yaml")
     f = verdicts.capacity_findings(node, Expectation("nvidia.com/gpu", 16, 1, "config nodes.expectedGpus=16"))
-    assert codes(f) == ["GPU-F02-CAPACITY-ZERO"] and "capacity=16 allocatable=0" in f[0].message
+    assert codes(f) == ["GPU-F03-UNHEALTHY-DEVICES"] and "capacity=16, allocatable=0" in f[0].message
 
 
 def test_capacity_and_allocatable_zero():
