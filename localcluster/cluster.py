@@ -111,11 +111,18 @@ def build(quiet: bool = False) -> Bins:
     process."""
     if _BINS:
         return _BINS[0]
-    out = subprocess.run([str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True,
+    # A bed keeps the Kubernetes release it was started with (state k8s_version), whatever K8S_VERSION says later:
+    # a fault that restarts the kubelet must not bring another release's kubelet.
+    env = dict(os.environ)
+    if read_state().get("k8s_version"):
+        env["K8S_VERSION"] = read_state()["k8s_version"]
+    out = subprocess.run([str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True, env=env,
                          stderr=subprocess.DEVNULL if quiet else None)
     if out.returncode:
         raise BedError("building the test-bed binaries failed (see the [build] lines above)")
     dirs = dict(line.split("=", 1) for line in out.stdout.split())
+    if not read_state().get("k8s_version") and STATE.exists():
+        write_state(k8s_version=Path(dirs["K8S_BIN"]).name.split("-", 1)[0])
     _BINS.append(Bins(Path(dirs["K8S_BIN"]), Path(dirs["KWOK_BIN"]), Path(dirs["IMAGES_BIN"]),
                       Path(dirs["K8S_TOOLS_BIN"]), Path(dirs["NVIDIA_BIN"]), Path(dirs["MOCKNVML_LIB"])))
     return _BINS[0]

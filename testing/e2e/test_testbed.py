@@ -54,8 +54,10 @@ def pod(ns: str, name: str, *, gpus: int, image: str = IMAGES["probe"], command:
         c["command"] = command
     if gpus:
         c["resources"] = {"limits": {RES: str(gpus)}}
+    # the NVIDIA runtime class, as localcluster/gpuconform.yaml names it: NVIDIA's plugin (the bed's default stack)
+    # passes the device list for the runtime to inject, and this node's default runtime is runc
     spec: dict = {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": node}, "containers": [c],
-                  "activeDeadlineSeconds": 120}
+                  "activeDeadlineSeconds": 120, "runtimeClassName": "nvidia"}
     if tolerate:
         spec["tolerations"] = [{"key": RES, "operator": "Exists", "effect": "NoSchedule"}]
     m = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns}, "spec": spec}
