@@ -51,11 +51,20 @@ class Fault:
     cut_access_after: float = 0  # the suite's run-long pod loses its GPU access this many seconds after it runs
     foreign_namespaces: bool = False  # other teams' namespaces labelled like the suite's (FOREIGN_NAMESPACES)
     spoof_plugin: bool = False  # a tenant's crash-looping pod labelled like the plugin runs on the GPU node
-    # The plugin stack the fault is shown on (shapes.STACKS): faults made through the simulated plugin's knobs, the
-    # kubelet, the hardware or the runtime run on "sim" (as before NVIDIA's stack came to the bed); "nvidia" faults
-    # are NVIDIA's own plugin reacting to what the mock NVML reports.
-    stack: str = "sim"
+    # The plugin stack the fault is shown on (shapes.STACKS): "nvidia" for NVIDIA's own plugin reacting to what the
+    # mock NVML reports; "sim" where the fault needs the simulated plugin's knobs or the bed's own labels (see
+    # on_stack); "" = the stack the bed was started with (the kubelet, the hardware, the runtime, other tenants).
+    stack: str = ""
     nvml_events: tuple = ()  # lines for the mock NVML's event file (nvidia.add_event): `xid <gpu> <code>`, `lost <gpu>`
+
+
+    @property
+    def on_stack(self) -> str:
+        """The stack to show the fault on ("" = the bed's own). The simulated plugin's knobs, its stand-in
+        companions and labels the bed writes (GFD would put its own back) need the simulated stack."""
+        if self.stack:
+            return self.stack
+        return "sim" if (self.plugin or self.plugin_host_dir or self.companion_crash or self.labels) else ""
 
 
 ALL_NUMA1 = {str(i): 1 for i in range(c.GPUS)}
@@ -179,7 +188,7 @@ def _foreign_objects() -> list[dict]:
 def list_faults() -> int:
     print(f"{'NAME':24} {'ROW':9} {'PLUGIN':7} WHAT IT DOES")
     for name, f in FAULTS.items():
-        print(f"{name:24} {f.row:9} {f.stack:7} {f.summary}")
+        print(f"{name:24} {f.row:9} {f.on_stack or 'bed':7} {f.summary}")
     print(f"\napply: make fault NAME=<name>   restore: make fault-clear   current: {c.read_state().get('fault') or 'none'}")
     return 0
 
@@ -358,12 +367,13 @@ def apply(name: str) -> int:
     f = FAULTS.get(name)
     if f is None:
         raise c.BedError(f"unknown fault {name!r}; `make faults` lists them: {', '.join(FAULTS)}")
+    stack = f.on_stack or c.read_state().get("base_stack") or None
     if c.read_state().get("fault"):
-        clear(quiet=True, target=(f.profile, f.layout or shapes.current()[1], f.stack))
+        clear(quiet=True, target=(f.profile, f.layout or shapes.current()[1], stack))
     bins, kubectl, ip = _ctx()
     profile, layout = shapes.current()
-    if (f.profile, f.layout or layout, shapes.stack_for(f.profile, f.stack)) != (profile, layout, shapes.current_stack()):
-        shapes.switch(f.profile, f.layout or layout, f.stack)
+    if (f.profile, f.layout or layout, shapes.stack_for(f.profile, stack)) != (profile, layout, shapes.current_stack()):
+        shapes.switch(f.profile, f.layout or layout, stack)
     c.write_state(fault=name)
     if f.companion_crash:
         kubectl.apply(*shapes.companion_objects(shapes.current()[1], crashing=True))

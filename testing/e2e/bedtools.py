@@ -15,8 +15,11 @@ import shapes  # noqa: E402,F401 - re-exported: the bed's own tables of profiles
 KUBECONFIG = STATE / "kubeconfig"
 MATRIX_OUT = ROOT / "reports" / "fault-matrix.txt"  # written by test_fault_matrix.py, shown by conftest.py
 SHAPES_OUT = ROOT / "reports" / "shape-runs.txt"  # written by test_shapes.py, shown by conftest.py
-# Resolved at import: pytester later points HOME at a temporary directory.
-_BUILT = sorted(Path.home().glob(".cache/gpuconform/k8s/*/kubectl"))
+# Resolved at import: pytester later points HOME at a temporary directory. The running bed's release first.
+_RELEASE = (json.loads((STATE / "state.json").read_text()).get("k8s_version", "")
+            if (STATE / "state.json").exists() else "")
+_BUILT = sorted(Path.home().glob(".cache/gpuconform/k8s/*/kubectl"),
+                key=lambda p: (p.parent.name.startswith(f"{_RELEASE}-") if _RELEASE else False, p.stat().st_mtime))
 KUBECTL = str(_BUILT[-1]) if _BUILT else "kubectl"
 
 

@@ -14,7 +14,7 @@ import json
 import time
 
 import pytest
-from bedtools import KUBECONFIG, ROOT, SHAPES_OUT, bed, run_pytest, shapes
+from bedtools import KUBECONFIG, ROOT, SHAPES_OUT, bed, kubectl, run_pytest, shapes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
                                                   reason="local cluster not running (make cluster-up)")]
@@ -25,6 +25,7 @@ SHAPES = [(p, lay) for p in shapes.PROFILES for lay in shapes.LAYOUTS]
 
 @pytest.fixture(scope="module", autouse=True)
 def restore_bed():
+    SHAPES_OUT.with_name("shape-labels.txt").unlink(missing_ok=True)
     yield
     bed("fault-clear")  # back to the shape the bed was started in
     if _rows:
@@ -39,6 +40,21 @@ def suite(tmp_path, *args: str) -> tuple[int, dict, str]:
                      str(summary), "--gpuconform-set", "burst.samples=1", timeout=900)
     assert summary.exists(), f"no summary (exit {out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-2000:]}"
     return out.returncode, json.loads(summary.read_text()), out.stdout
+
+
+def _record_labels(profile: str, layout: str, s: dict) -> None:
+    """What the plugin and GFD (NVIDIA's, or the bed's stand-ins) put on the node in this shape, for the audit
+    trail: reports/shape-labels.txt (GFD's timestamp left out)."""
+    node = json.loads(kubectl("get", "node", "gpu-node-0", "-o", "json"))
+    labels = {k: v for k, v in sorted(node["metadata"].get("labels", {}).items())
+              if k.startswith("nvidia.com/") and k != "nvidia.com/gfd.timestamp"}
+    res = {k: v for k, v in sorted(node["status"].get("capacity", {}).items()) if k.startswith("nvidia.com/")}
+    out = SHAPES_OUT.with_name("shape-labels.txt")
+    out.parent.mkdir(exist_ok=True)
+    with out.open("a") as f:
+        f.write(f"{profile} x {layout}: plugin {s['environment'].get('plugin images')}\n  resources: "
+                + ", ".join(f"{k}={v}" for k, v in res.items()) + "\n  labels: "
+                + ", ".join(f"{k.removeprefix('nvidia.com/')}={v}" for k, v in labels.items()) + "\n")
 
 
 def test_bed_config_names_no_plugin_keys():
@@ -58,6 +74,7 @@ def test_suite_is_green_on_every_profile_and_layout_with_zero_plugin_config(prof
     want = shapes.resources(profile)
     _rows.append(f"{profile:22} {layout:9} {switched:8.1f} {ran:8.1f} {len(s['results']):6d}  "
                  + ", ".join(f"{r}={n}" for r, n in want.items()))
+    _record_labels(profile, layout, s)
     bad = [r for r in s["results"] if r["outcome"] != "passed"]
     assert not bad, json.dumps(bad, indent=1)
     assert rc == 0 and s["certified_nodes"] == s["gpu_nodes"] == ["gpu-node-0"], out[-2000:]

@@ -79,4 +79,5 @@ def test_faults_of_nvidias_stack_are_made_through_nvml_events():
     nv = {n: f for n, f in faults.FAULTS.items() if f.stack == "nvidia"}
     assert set(nv) == {"xid-unhealthy", "gpu-lost", "gpu-fell-off-bus"}
     assert all(f.nvml_events and not f.plugin for f in nv.values())
-    assert all(f.stack in shapes.STACKS for f in faults.FAULTS.values())
+    assert all(f.on_stack in ("", *shapes.STACKS) for f in faults.FAULTS.values())
+    assert faults.FAULTS["shared-device"].on_stack == "sim" and faults.FAULTS["kubelet-restart"].on_stack == ""
