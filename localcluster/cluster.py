@@ -21,6 +21,7 @@ import base64
 import json
 import os
 import shutil
+import shlex
 import signal
 import socket
 import subprocess
@@ -616,12 +617,12 @@ def service_vip(ip: str, on: bool = True) -> None:
     KUBERNETES_SERVICE_HOST/PORT, set by the kubelet) dial: a DNAT of <VIP>:443 to the API server, for traffic
     from pods (routed through the host from the CNI bridge). The bed runs no kube-proxy; GFD and NFD's master,
     unmodified, need this."""
-    rule = [*VIP_RULE[:2], "{}", *VIP_RULE[2:], "--to-destination", f"{ip}:{PORTS['kube-apiserver']}"]
-    have = sh("iptables", *[a if a != "{}" else "-C" for a in rule], check=False, quiet=True).returncode == 0
-    if on and not have:
-        sh("iptables", *[a if a != "{}" else "-A" for a in rule])
-    elif not on and have:
-        sh("iptables", *[a if a != "{}" else "-D" for a in rule], check=False)
+    # Any earlier rule of ours goes first (the node's address may have changed since), then this one is added.
+    for line in sh("iptables", "-t", "nat", "-S", "PREROUTING", check=False).stdout.splitlines():
+        if "gpuconform-kubernetes-service" in line and line.startswith("-A "):
+            sh("iptables", "-t", "nat", "-D", *shlex.split(line)[1:], check=False)
+    if on:
+        sh("iptables", "-t", "nat", "-A", *VIP_RULE[2:], "--to-destination", f"{ip}:{PORTS['kube-apiserver']}")
 
 
 def start_node(bins: Bins, ip: str, kubectl: Kubectl, policy: str = "single-numa-node") -> None:
