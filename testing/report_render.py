@@ -9,8 +9,8 @@ the load event has fired and pytest-html's results table has the rows it draws o
 with JavaScript from a JSON blob while the page loads); the page is polled every 20 ms, so a figure may be that
 much late. Chromium's start-up is not counted. Used by the scale benchmark; figures are printed, never asserted.
 
-`--synthetic N` writes a throw-away test module with the suite's 12 check names, each parametrised over N node
-names in three pools, and runs it with `python -m pytest -p fixtures.plugin --html ... --self-contained-html`, so
+`--synthetic N` writes a throw-away test module with 12 of the suite's 15 check names, each parametrised over N
+node names in three pools, and runs it with `python -m pytest -p fixtures.plugin --html ... --self-contained-html`, so
 the page comes from the real plugin and report hooks (results, reason codes, MUST statements, fix hints, the
 pytest-html table with one row per node and check). A few nodes fail, error or are skipped (deterministic). What a
 cluster run adds to the summary from its Run object (GPU nodes, certified nodes, node pools, latency samples) is
