@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The pods each check makes while it holds every GPU of its node, by pod label (gpuconform.dev/check): "" all of
-# them, else those whose names start with the prefix (the latency check's burst; its single samples run beside
-# other checks).
-EXCLUSIVE = {"burst": "", "numa": "", "latency": "lat-b"}
+from .catalog import ALL_GPU_PODS
 
 
 @dataclass(frozen=True)
@@ -42,8 +39,9 @@ def lifetime(pod: dict) -> tuple[float, bool]:
     return max(end - pod["created"], 0.0), pod.get("finished") is not None
 
 
-def lower_bound(pods: list[dict], cleanup_s: float, exclusive: dict[str, str] = EXCLUSIVE) -> Bound:
-    """The node with the largest bound (nodes run their checks at the same time); pods are summary `pods` rows."""
+def lower_bound(pods: list[dict], cleanup_s: float, exclusive: dict[str, str] = ALL_GPU_PODS) -> Bound:
+    """The node with the largest bound (nodes run their checks at the same time); pods are summary `pods` rows,
+    `exclusive` maps the pod label of each check holding every GPU to the name prefix of its pods doing so."""
     slowest: dict[str, dict[str, Part]] = {}  # node -> check -> its slowest pod
     for p in pods:
         prefix = exclusive.get(p.get("check") or "")
