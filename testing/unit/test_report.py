@@ -1,4 +1,5 @@
-"""report: HTML fragments (pool summary, node x check matrix, latency plots and table, environment) and redact."""
+"""report: HTML fragments (pool summary, node x check matrix, latency plots and table, environment), and the
+config dump's redaction (gpuconform/redaction.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from gpuconform import catalog, report
-from gpuconform.report import (environment_html, is_secret_key, latency_cdf_svg, matrix_html, outcome_counts,
-                               percentile_table_html, phase_breakdown_svg, pool_summary_html,
-                               redact, undrawn_rows_html)
+from gpuconform.redaction import is_secret_key, redact
+from gpuconform.report import (environment_html, latency_cdf_svg, matrix_html, outcome_counts, percentile_table_html,
+                               phase_breakdown_svg, pool_summary_html, undrawn_rows_html)
 
 SVG = "{http://www.w3.org/2000/svg}"
 THRESHOLDS = {"scheduleP99": 5.0, "startP50": 5.0, "startP99": 10.0, "allocateP99": 1.0}
