@@ -1,6 +1,6 @@
 """How many GPUs a node must advertise, and what it means when it advertises something else.
 
-Rules (DESIGN.md section 4): capacity = all devices the plugin lists, allocatable = the Healthy ones;
+Rules: capacity = all devices the plugin lists, allocatable = the Healthy ones;
 expected advertised = physical x max(replicas, 1); with sharing renamed the resource is `<name>.shared`;
 MIG mixed advertises `<vendor>/mig-<profile>` per profile. Physical counts come from config or GFD labels.
 """
@@ -600,7 +600,7 @@ def stale_resources(node: dict, exp: Expectation) -> list[Finding]:
 
 
 def free_gpus(node: dict, resource: str, pods: list[dict]) -> int:
-    """allocatable - requests of non-terminal pods bound to the node (DESIGN.md section 4)."""
+    """allocatable - requests of non-terminal pods bound to the node."""
     alloc = qty((node.get("status", {}).get("allocatable") or {}).get(resource)) or 0
     name = node["metadata"]["name"]
     used = sum(pod_request(p, resource) for p in pods if p.get("spec", {}).get("nodeName") == name

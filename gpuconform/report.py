@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any, Iterable
 
-from gpuconform import reasons, redaction
+from gpuconform import reasons
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
 # Worst first: the outcome a matrix cell shows when several results share a (check, node).
@@ -532,10 +532,6 @@ def percentile_table_html(latency: list[dict], thresholds: dict[str, float]) -> 
 
 # ---------------------------------------------------------------- environment
 
-# The one redaction rule lives in gpuconform/redaction.py; kept importable from here for the report's callers.
-SECRET_KEYS, is_secret_key, redact = redaction.SECRET_KEYS, redaction.is_secret_key, redaction.redact
-
-
 _PLAIN = re.compile(r"^[A-Za-z0-9_./<>+][A-Za-z0-9_./<>@+=, -]*$")
 _YAML_WORDS = re.compile(r"^(null|~|true|false|yes|no|on|off|[-+]?[0-9.]+(e[-+]?\d+)?)$", re.IGNORECASE)
 
@@ -578,7 +574,7 @@ def yamlish(obj: Any, indent: int = 0) -> list[str]:
 def environment_html(fingerprint: dict, config: dict) -> str:
     """<section id="gc-environment">: fingerprint table (#gc-fingerprint) and the config as YAML (#gc-config).
 
-    The caller passes an already redacted config (see redact).
+    The caller passes an already redacted config (gpuconform/redaction.py).
     """
     rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e('n/a' if v is None else v)}</td></tr>" for k, v in fingerprint.items())
     table = (f'<table id="gc-fingerprint" class="gc-table"><tbody>{rows}</tbody></table>' if rows

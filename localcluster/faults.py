@@ -1,4 +1,5 @@
-"""Named faults for the local test bed: each breaks the cluster the way a row of shared/FAULTS.md describes.
+"""Named faults for the local test bed: each breaks the cluster as one failure mode does (Fn: the number in the
+GPU-Fnn reason codes, docs/reason-codes.md; F16: ENV-OPERATOR-NOT-READY).
 
 Faults act only through real interfaces: the simulated plugin's ConfigMap (what a misbehaving plugin does),
 the kubelet's config file and restarts, node labels/taints (what GFD or an operator would set), the simulated
@@ -23,7 +24,7 @@ import sharedfault
 
 @dataclass(frozen=True)
 class Fault:
-    row: str  # the FAULTS.md row (or contract line) it reproduces
+    row: str  # the failure mode (Fn) or contract line it reproduces
     summary: str
     plugin: dict = field(default_factory=dict)  # plugin config "faults" (and top-level keys under "_top")
     kubelet_reset: bool = False  # restart the kubelet with its device checkpoint removed

@@ -9,12 +9,12 @@ the load event has fired and pytest-html's results table has the rows it draws o
 with JavaScript from a JSON blob while the page loads); the page is polled every 20 ms, so a figure may be that
 much late. Chromium's start-up is not counted. Used by the scale benchmark; figures are printed, never asserted.
 
-`--synthetic N` writes a throw-away test module with the suite's 12 check names, each parametrised over N node
-names in three pools, and runs it with `python -m pytest -p fixtures.plugin --html ... --self-contained-html`, so
-the page comes from the real plugin and report hooks (results, reason codes, MUST statements, fix hints, the
-pytest-html table with one row per node and check). A few nodes fail, error or are skipped (deterministic). What a
-cluster run adds to the summary from its Run object (GPU nodes, certified nodes, node pools, latency samples) is
-filled in by a conftest between the plugin's summary and pytest-html's page.
+`--synthetic N` writes a throw-away test module with the suite's checks (gpuconform/catalog.py), each parametrised
+over N node names in three pools, and runs it with `python -m pytest -p fixtures.plugin --html ...
+--self-contained-html`, so the page comes from the real plugin and report hooks (results, reason codes, MUST
+statements, fix hints, the pytest-html table with one row per node and check). A few nodes fail, error or are
+skipped (deterministic). What a cluster run adds to the summary from its Run object (GPU nodes, certified nodes,
+node pools, latency samples) is filled in by a conftest between the plugin's summary and pytest-html's page.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "testing" / "e2e"))
 from chromium import chromium  # noqa: E402
+
+from gpuconform.catalog import CHECKS  # noqa: E402
 
 # Loaded, and (on a pytest-html page) its results table built: app.js replaces #results-table with one tbody per
 # test (or one "no results" tbody) in a single step.
@@ -70,29 +72,6 @@ def render_seconds(html_path: str | Path) -> float:
 
 # ---------------------------------------------------------------- a synthetic report at scale
 
-CHECKS = [
-    ("test_plugin_pod_is_ready_and_not_crash_looping", "every GPU node runs a Ready device-plugin pod that is not "
-     "crash-looping (restarts within plugin.maxRestarts)."),
-    ("test_gpu_resource_is_in_node_capacity", "a GPU node's capacity and allocatable list each of its GPU resources "
-     "with a non-zero count."),
-    ("test_kubelet_counts_the_plugin_registration", "the kubelet's kubelet_device_plugin_registration_total for each "
-     "of the node's GPU resources is at least 1."),
-    ("test_plugin_socket_exists_in_device_plugins_dir", "the plugin serves one socket per resource in "
-     "/var/lib/kubelet/device-plugins."),
-    ("test_gpu_operator_validation_passed_on_the_node", "the GPU operator's validator pod on the node is Ready."),
-    ("test_advertised_gpus_match_the_hardware", "the node advertises count x max(replicas, 1) of its resource, as "
-     "its labels say."),
-    ("test_vector_add_succeeds_through_the_plugin", "a CUDA vector-add pod requesting one GPU runs to Test PASSED."),
-    ("test_pods_see_exactly_the_gpus_they_request", "a pod sees exactly the GPUs it requested, no more."),
-    ("test_burst_allocates_every_free_gpu_once_and_one_more_waits", "a burst of pods gets every free device exactly "
-     "once and one more pod stays Pending."),
-    ("test_kubelet_topology_and_cpu_manager_policies_are_as_expected", "the kubelet runs the expected topology and "
-     "CPU manager policies."),
-    ("test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node", "a Guaranteed GPU pod gets its CPUs and GPUs on "
-     "one NUMA node."),
-    ("test_gpu_pod_start_latency_is_under_thresholds", "GPU pod scheduling and start latencies stay under the "
-     "configured thresholds."),
-]
 POOLS = [("a100", "nvidia.com/gpu x8 (plain)", 6), ("h100mig", "nvidia.com/mig-1g.10gb x56 (MIG mixed)", 3),
          ("l4ts", "nvidia.com/gpu.shared x4 (time-slicing, renamed)", 1)]
 
@@ -219,7 +198,7 @@ def build_synthetic(n: int, out_dir: str | Path, latency_pods: int = 5, nodes_pr
         (work / "conftest.py").write_text(_CONFTEST)
         (work / "test_synthetic.py").write_text(
             _TEST_MODULE.format(n=n, k=len(CHECKS))
-            + "".join(_TEST_FUNC.format(check=c, must=m) for c, m in CHECKS))
+            + "".join(_TEST_FUNC.format(check=c.name, must=c.must) for c in CHECKS))
         (work / "pytest.ini").write_text("[pytest]\n")  # rootdir here, away from the repo's addopts
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                "KUBECONFIG": str(work / "no-such-kubeconfig")}

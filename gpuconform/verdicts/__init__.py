@@ -12,8 +12,8 @@ skips every area shares (node unusable or busy, optional permission not granted,
 """
 
 from ..counts import Finding
-from .allocation import (Seen, access_findings, burst_findings, count_findings, extra_pod_findings, isolation_findings,
-                         isolation_request, unhealthy_ids_needed, vector_add_findings)
+from .allocation import (Seen, access_findings, burst_findings, burst_size, count_findings, extra_pod_findings,
+                         isolation_findings, isolation_request, unhealthy_ids_needed, vector_add_findings)
 from .common import busy, folded, not_checked, nvidia_tooling, unusable
 from .kubelet_record import (allocatable_agrees, allocatable_findings, assignment_findings, double_assignment_findings,
                              hardware_findings, numa_counts, probe_report, reported_numa_findings,
@@ -32,8 +32,8 @@ __all__ = [
     "capacity_findings", "kubelet_started", "operator_findings", "plugin_findings", "plugin_pod_findings",
     "registration_counts", "registration_findings", "socket_findings",
     # allocation
-    "Seen", "access_findings", "burst_findings", "count_findings", "extra_pod_findings", "isolation_findings", "isolation_request",
-    "unhealthy_ids_needed", "vector_add_findings",
+    "Seen", "access_findings", "burst_findings", "burst_size", "count_findings", "extra_pod_findings",
+    "isolation_findings", "isolation_request", "unhealthy_ids_needed", "vector_add_findings",
     # topology
     "admission_errors_delta", "admission_findings", "alignment_from_log", "expected_policies", "kubelet_policies",
     "numa_findings", "parse_configz", "policy_findings",

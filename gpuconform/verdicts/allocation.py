@@ -74,6 +74,12 @@ def isolation_request(exp: Expectation, free: int, max_per_node: int) -> int:
     return 1 if exp.per_device > 1 else min(2, free, max_per_node)
 
 
+def burst_size(free: int, max_per_node: int, wanted: int = 0) -> int:
+    """How many single-device pods a burst creates at once: `wanted` (the latency check's burst.size; 0 = every
+    free device), at most the free devices and limits.maxGpusPerNode."""
+    return min(wanted or free, free, max_per_node)
+
+
 def isolation_findings(node: str, zero: Seen, some: Seen, unit: str, per_device: int = 1,
                        mode: runtimemode.Mode | None = None, runtime_class: str = "") -> list[Finding]:
     """A pod requesting nothing sees no GPU; a pod requesting N sees exactly its N devices. `unit` (Expectation.unit)

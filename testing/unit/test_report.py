@@ -1,4 +1,5 @@
-"""report: HTML fragments (pool summary, node x check matrix, latency plots and table, environment) and redact."""
+"""report: HTML fragments (pool summary, node x check matrix, latency plots and table, environment), and the
+config dump's redaction (gpuconform/redaction.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from gpuconform import report
-from gpuconform.report import (environment_html, is_secret_key, latency_cdf_svg, matrix_html, outcome_counts,
-                               percentile_table_html, phase_breakdown_svg, pool_summary_html,
-                               redact, undrawn_rows_html)
+from gpuconform import catalog, report
+from gpuconform.redaction import is_secret_key, redact
+from gpuconform.report import (environment_html, latency_cdf_svg, matrix_html, outcome_counts, percentile_table_html,
+                               phase_breakdown_svg, pool_summary_html, undrawn_rows_html)
 
 SVG = "{http://www.w3.org/2000/svg}"
 THRESHOLDS = {"scheduleP99": 5.0, "startP50": 5.0, "startP99": 10.0, "allocateP99": 1.0}
@@ -267,18 +268,10 @@ def test_pool_summary_escapes_pool_names():
 
 # ---------------------------------------------------------------- at scale
 
-SCALE_CHECKS = ["test_plugin_pod_is_ready_and_not_crash_looping", "test_gpu_resource_is_in_node_capacity",
-                "test_kubelet_counts_the_plugin_registration", "test_plugin_socket_exists_in_device_plugins_dir",
-                "test_gpu_operator_validation_passed_on_the_node", "test_advertised_gpus_match_the_hardware",
-                "test_vector_add_succeeds_through_the_plugin", "test_pods_see_exactly_the_gpus_they_request",
-                "test_burst_allocates_every_free_gpu_once_and_one_more_waits",
-                "test_kubelet_topology_and_cpu_manager_policies_are_as_expected",
-                "test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node", LATENCY_CHECK]
-
-
 @pytest.mark.parametrize("nodes_proxy", [True, False], ids=["nodes-proxy", "no-nodes-proxy"])
 def test_a_thousand_nodes_stay_small(nodes_proxy):
-    """1,000 GPU nodes x 12 checks, 3 pools, about 2 % of nodes not passing: pool summary + matrix < 150 KB."""
+    """1,000 GPU nodes x the suite's checks, 3 pools, about 2 % of nodes not passing: pool summary + matrix
+    < 150 KB."""
     bad = {}
     for i in range(1000):
         node = f"gpu-node-{i}"
@@ -294,13 +287,13 @@ def test_a_thousand_nodes_stay_small(nodes_proxy):
             bad[("test_kubelet_counts_the_plugin_registration", node)] = (
                 "skipped", "ENV-NOT-CHECKED", "nodes/proxy not granted: kubelet metrics not checked")
     nodes = [f"gpu-node-{i}" for i in range(1000)]
-    rs = _fleet(1000, SCALE_CHECKS, bad)
+    rs = _fleet(1000, list(catalog.NAMES), bad)
     pools = {n: ("nvidia.com/gpu x8 (plain)", "nvidia.com/mig-1g.10gb x56 (MIG mixed)",
                  "nvidia.com/gpu.shared x4 (time-slicing)")[i % 3] for i, n in enumerate(nodes)}
     matrix = matrix_html(rs, nodes, pools)
     summary = pool_summary_html(rs, nodes, None, pools)
     size = len((matrix + summary).encode())
-    assert size < 150_000, size  # about 32 KB
+    assert size < 150_000, size  # about 35 KB
     table = ET.fromstring(matrix)
     rows = _matrix_rows(table)
     failing = {n for (_, n), (outcome, _, _) in bad.items() if outcome != "skipped"}

@@ -14,9 +14,9 @@ from gpuconform import config as gconfig
 from gpuconform.counts import Expectation
 from gpuconform.pods import probe_pod
 from gpuconform.probes import parse_nvidia_smi_l
-from gpuconform.verdicts import (Seen, burst_findings, capacity_findings, count_findings, extra_pod_findings,
-                                 isolation_findings, isolation_request, plugin_pod_findings, socket_findings,
-                                 unhealthy_ids_needed, vector_add_findings)
+from gpuconform.verdicts import (Seen, burst_findings, burst_size, capacity_findings, count_findings,
+                                 extra_pod_findings, isolation_findings, isolation_request, plugin_pod_findings,
+                                 socket_findings, unhealthy_ids_needed, vector_add_findings)
 
 DEFAULT_CFG = copy.deepcopy(gconfig.DEFAULTS)
 
@@ -220,6 +220,14 @@ def test_isolation_request_is_one_replica_on_shared_nodes():
     assert isolation_request(Expectation("nvidia.com/gpu", 4, 1, "labels"), 4, 8) == 2
     assert isolation_request(Expectation("nvidia.com/gpu", 4, 1, "labels"), 1, 8) == 1
     assert isolation_request(Expectation("nvidia.com/gpu.shared", 2, 4, "labels", "none"), 8, 8) == 1
+
+
+def test_burst_size_is_every_free_device_up_to_the_limits():
+    assert burst_size(4, 8) == 4  # the burst check: every free device
+    assert burst_size(12, 8) == 8  # limits.maxGpusPerNode
+    assert burst_size(4, 8, wanted=2) == 2  # the latency check's burst.size
+    assert burst_size(1, 8, wanted=3) == 1  # never more than is free
+    assert burst_size(0, 8) == 0
 
 
 def test_extra_burst_pod_waits_or_is_over_advertised():

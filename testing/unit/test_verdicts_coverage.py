@@ -33,7 +33,8 @@ def test_verdict_functions_yield_known_codes_only():
 def test_every_code_a_verdict_can_yield_has_a_recorded_input_test():
     yielded = codes_in(VERDICT_SOURCES)
     tested = codes_in(p for p in TESTS if p.name != Path(__file__).name)
-    assert len(yielded) >= 26, sorted(yielded)  # 26 of the 32 codes: the rest come from pods.classify, waits, pre-flight
+    # a floor against an empty scan; the codes verdicts never yield come from pods.classify and apierrors
+    assert len(yielded) >= 26, sorted(yielded)
     assert yielded <= tested, f"no unit test asserts {sorted(yielded - tested)}"
 
 

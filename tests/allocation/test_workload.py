@@ -152,7 +152,7 @@ def test_burst_allocates_every_free_gpu_once_and_one_more_waits(run, cfg, gpu_no
     free = require_free_gpus(run, gpu_node, 1)
     exp = run.expectation(gpu_node)
     res = run.node(gpu_node).resource
-    n = min(free, cfg.get("limits.maxGpusPerNode"))
+    n = verdicts.burst_size(free, cfg.get("limits.maxGpusPerNode"))
     ns = run.ensure_namespace()
     deadline = cfg.seconds("timeouts.podComplete")
     names = []

@@ -32,7 +32,7 @@ def test_gpu_pod_start_latency_is_under_thresholds(run, cfg, gpu_node, pod_runne
         done.append(name)
     run.hold_every_gpu(gpu_node)  # the burst needs the node's devices to itself
     free = run.free_gpus(gpu_node)
-    size = min(cfg.get("burst.size") or free, free, cfg.get("limits.maxGpusPerNode"))
+    size = verdicts.burst_size(free, cfg.get("limits.maxGpusPerNode"), cfg.get("burst.size"))
     burst = [make(f"b{i}") for i in range(size)]
     pod_runner.wait(burst, "done", "timeouts.podComplete", gpu_node)
     done += burst

@@ -1,0 +1,55 @@
+"""The suite's checks, one row each: what the scheduler and the tools need to know about a check without running
+it. Each name is a test function in tests/, run once per GPU node; how it shares its node's GPUs is its `gpus`
+marker (fixtures/scheduler.py). testing/unit/test_catalog.py holds the table to tests/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str  # the test function
+    must: str  # what it requires, in one line (its docstring's MUST says it in full)
+    start_counters: bool = False  # the kubelet's counters are read on its node before any check starts
+    # The pods it makes while it holds every GPU of its node: (their gpuconform.dev/check label, name prefix). The
+    # prefix picks the latency check's burst; its single samples run beside other checks.
+    all_gpu_pods: tuple[str, str] | None = None
+
+
+CHECKS = (
+    Check("test_plugin_pod_is_ready_and_not_crash_looping", "every GPU node runs a Ready device-plugin pod that is "
+          "not crash-looping (restarts within plugin.maxRestarts)."),
+    Check("test_gpu_resource_is_in_node_capacity", "a GPU node's capacity and allocatable list each of its GPU "
+          "resources with a non-zero count."),
+    Check("test_kubelet_counts_the_plugin_registration", "the kubelet's kubelet_device_plugin_registration_total "
+          "for each of the node's GPU resources is at least 1.", start_counters=True),
+    Check("test_plugin_socket_exists_in_device_plugins_dir", "the plugin serves one socket per resource in "
+          "/var/lib/kubelet/device-plugins."),
+    Check("test_gpu_operator_validation_passed_on_the_node", "the GPU operator's validator pod on the node is Ready."),
+    Check("test_advertised_gpus_match_the_hardware", "the node advertises count x max(replicas, 1) of its resource, "
+          "as its labels say."),
+    Check("test_advertised_gpus_match_the_pci_hardware", "the GPUs on the node's PCI bus match its labels and what "
+          "it advertises, and the kubelet's allocatable list agrees."),
+    Check("test_vector_add_succeeds_through_the_plugin", "a CUDA vector-add pod requesting one GPU runs to Test "
+          "PASSED."),
+    Check("test_pods_see_exactly_the_gpus_they_request", "a pod sees exactly the GPUs it requested, no more."),
+    Check("test_kubelet_assigned_devices_match_what_the_pod_sees", "the devices the kubelet assigned to a container "
+          "are those it sees, and none is assigned twice."),
+    Check("test_gpu_access_held_through_the_run_survives_to_its_end", "a pod holding one GPU through the run still "
+          "sees it at the end.", start_counters=True),
+    Check("test_burst_allocates_every_free_gpu_once_and_one_more_waits", "a burst of pods gets every free device "
+          "exactly once and one more pod stays Pending.", all_gpu_pods=("burst", "")),
+    Check("test_kubelet_topology_and_cpu_manager_policies_are_as_expected", "the kubelet runs the expected topology "
+          "and CPU manager policies."),
+    Check("test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node", "a Guaranteed GPU pod gets its CPUs and GPUs "
+          "on one NUMA node.", all_gpu_pods=("numa", "")),
+    Check("test_gpu_pod_start_latency_is_under_thresholds", "GPU pod scheduling and start latencies stay under the "
+          "configured thresholds.", all_gpu_pods=("latency", "lat-b")),
+)
+
+NAMES = tuple(c.name for c in CHECKS)
+START_COUNTERS = frozenset(c.name for c in CHECKS if c.start_counters)
+# pod label -> name prefix of the pods made while holding every GPU of the node (gpuconform/schedule.py)
+ALL_GPU_PODS = dict(c.all_gpu_pods for c in CHECKS if c.all_gpu_pods)

@@ -1,0 +1,62 @@
+"""gpuconform/catalog.py lists exactly the checks in tests/, read from their source (no cluster, no collection)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from gpuconform import catalog
+
+TESTS = Path(__file__).resolve().parents[2] / "tests"
+
+
+def _marker(dec: ast.expr) -> tuple[str, ast.Call | None] | None:
+    """('gpus', the call) for @pytest.mark.gpus(...), ('at_run_end', None) for @pytest.mark.at_run_end."""
+    call = dec if isinstance(dec, ast.Call) else None
+    node = call.func if call else dec
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "mark":
+        return node.attr, call
+    return None
+
+
+def checks_in_tests() -> dict[str, ast.FunctionDef]:
+    found: dict[str, ast.FunctionDef] = {}
+    for path in sorted(TESTS.rglob("test_*.py")):
+        for fn in ast.parse(path.read_text()).body:
+            if isinstance(fn, ast.FunctionDef) and fn.name.startswith("test_"):
+                assert fn.name not in found, f"{fn.name} defined twice"
+                found[fn.name] = fn
+    return found
+
+
+def takes_every_gpu(fn: ast.FunctionDef) -> bool:
+    """@pytest.mark.gpus("all"), or gpus(n, then="all")."""
+    for dec in fn.decorator_list:
+        m = _marker(dec)
+        if m and m[0] == "gpus" and m[1] is not None:
+            values = [*m[1].args, *(k.value for k in m[1].keywords if k.arg == "then")]
+            if any(isinstance(v, ast.Constant) and v.value == "all" for v in values):
+                return True
+    return False
+
+
+def test_the_table_is_the_checks_in_tests():
+    found = checks_in_tests()
+    assert len(catalog.NAMES) == len(set(catalog.NAMES))
+    assert set(catalog.NAMES) == set(found)
+    for name, fn in found.items():  # each runs once per GPU node
+        assert "gpu_node" in [a.arg for a in fn.args.args], name
+
+
+def test_the_checks_holding_every_gpu_are_those_marked_so():
+    found = checks_in_tests()
+    assert {c.name for c in catalog.CHECKS if c.all_gpu_pods} == {n for n, fn in found.items() if takes_every_gpu(fn)}
+    for c in catalog.CHECKS:
+        if c.all_gpu_pods:  # the pod label is the one the check's body gives its pods
+            strings = {s.value for s in ast.walk(found[c.name]) if isinstance(s, ast.Constant)}
+            assert c.all_gpu_pods[0] in strings, c.name
+    assert catalog.ALL_GPU_PODS == {"burst": "", "numa": "", "latency": "lat-b"}
+
+
+def test_start_counters_name_catalogued_checks():
+    assert catalog.START_COUNTERS and catalog.START_COUNTERS <= set(catalog.NAMES)
