@@ -31,7 +31,6 @@ NVML_LIB = LIB_DIR / "libnvidia-ml.so.1"
 NVML_CONFIG = LIB_DIR / "mocknvml.conf"  # the mock reads the file next to itself (mocknvml/README.md)
 NVML_EVENTS = LIB_DIR / "mocknvml.conf.events"  # XIDs and lost GPUs, appended while the plugin runs
 NFD_NS = "node-feature-discovery"
-GPU_ARCH = {"8.0": "ampere"}
 PCI_DEVICE_ID = "0x20b010de"  # A100-SXM4-40GB device 0x20b0, vendor 0x10de, as NVML's pciDeviceId packs them
 
 
@@ -259,12 +258,6 @@ def nfd_objects() -> list[dict]:
                                                         "/etc/kubernetes/node-feature-discovery", "readOnly": True}]}],
                       "volumes": [{"name": "conf", "configMap": {"name": "nfd-master-conf"}}]}}}},
     ]
-
-
-def node_labels_from_gfd(kubectl: "c.Kubectl", node: str = c.NODE_NAME) -> dict[str, str]:
-    """The nvidia.com/* labels NFD's master applied from GFD's NodeFeature (what the suite judges)."""
-    labels = kubectl.json("get", "node", node)["metadata"].get("labels", {})
-    return {k: v for k, v in labels.items() if k.startswith("nvidia.com/") and k != "nvidia.com/gpu.present"}
 
 
 NFD_LABELS_ANNOTATION = "nfd.node.kubernetes.io/feature-labels"  # NFD master: the labels it manages on the node
