@@ -517,6 +517,11 @@ def write_hardware(numa: int = 0, profile: str | None = None, off_bus: tuple[int
     profile = profile or shapes.current()[0]
     (GPU_SIM / "dev").mkdir(parents=True, exist_ok=True)
     (GPU_SIM / "run").mkdir(parents=True, exist_ok=True)
+    # The per-device info files derive from this hardware: drop the old ones. The simulated plugin writes them again
+    # when it starts, the runtime stand-in from hardware.json when missing; NVIDIA's plugin writes none, so a file
+    # left from an earlier shape (a fault's NUMA node) would otherwise outlive the change.
+    for old in (GPU_SIM / "run").glob("*.json"):
+        old.unlink(missing_ok=True)
     gpus = []
     for i in range(GPUS):
         node = GPU_SIM / "dev" / f"nvidia{i}"
