@@ -350,7 +350,7 @@ def clear(quiet: bool = False, target: tuple[str, str, str] | None = None) -> in
         _restart_kubelet(bins, kubectl, ip, "single-numa-node", wipe_checkpoint=False)
     c.write_state(fault=None, topology_policy="single-numa-node")
     base = (st.get("base_profile") or "plain", st.get("base_layout") or "helm")
-    base_stack = shapes.stack_for(base[0], st.get("base_stack") or "nvidia")
+    base_stack = shapes.stack_for(base[0])  # the stack the bed was started with (shapes.wanted_stack)
     if target:
         base, base_stack = target[:2], shapes.stack_for(target[0], target[2])
     if shapes.current() != base or shapes.current_stack() != base_stack:
@@ -368,7 +368,7 @@ def apply(name: str) -> int:
     f = FAULTS.get(name)
     if f is None:
         raise c.BedError(f"unknown fault {name!r}; `make faults` lists them: {', '.join(FAULTS)}")
-    stack = f.on_stack or c.read_state().get("base_stack") or None
+    stack = f.on_stack or None  # None: the stack the bed was started with (shapes.stack_for)
     if c.read_state().get("fault"):
         clear(quiet=True, target=(f.profile, f.layout or shapes.current()[1], stack))
     bins, kubectl, ip = _ctx()
