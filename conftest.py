@@ -1,3 +1,3 @@
-"""Loads gpuconform's pytest plugin (options, config, fixtures, outcomes, summary) for the whole tree."""
+"""Loads gpuconform's pytest plugin (gpuconform/pytest_plugin) and the fixtures the checks use (fixtures/)."""
 
-pytest_plugins = ["fixtures.plugin"]
+pytest_plugins = ["gpuconform.pytest_plugin.plugin"]

@@ -124,7 +124,7 @@ def _percent(fraction: Any) -> str:
 def problems(summary: Any) -> list[str]:
     """What keeps `summary` from being compared, one line each naming the field (e.g. "results[3]: no 'test'"):
     the fields compare() reads, checked before the run so a hand-edited or truncated baseline is a usage error at
-    the start (fixtures/options.py), not a crash at the session's end that leaves no summary or report."""
+    the start (gpuconform/pytest_plugin/options.py), not a crash at the session's end that leaves no summary or report."""
     if not isinstance(summary, dict):
         return [f"a JSON {type(summary).__name__}, not a summary object"]
     if summary.get("schema") != SCHEMA:

@@ -1,6 +1,6 @@
 """The suite's checks, one row each: what the scheduler and the tools need to know about a check without running
 it. Each name is a test function in tests/, run once per GPU node; how it shares its node's GPUs is its `gpus`
-marker (fixtures/scheduler.py). testing/unit/test_catalog.py holds the table to tests/.
+marker (gpuconform/pytest_plugin/scheduler.py). testing/unit/test_catalog.py holds the table to tests/.
 """
 
 from __future__ import annotations

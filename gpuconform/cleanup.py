@@ -4,12 +4,12 @@ runs that are no longer alive, and says what it deletes and what it leaves, and 
 Ours first (`run_of`): it lists the namespaces labelled app.kubernetes.io/part-of=gpuconform, but that label is
 generic (kustomize `labels:` over manifests/ puts it on gpuconform-system itself, and any team may use it), so a
 namespace is a run's only when it also carries the run label gpuconform.dev/run=<run id> and its name is the one
-a run gives it, gpuconform-<run id> or gpuconform-<run id>-node (fixtures/namespaces.py ensure). Any other is
+a run gives it, gpuconform-<run id> or gpuconform-<run id>-node (gpuconform/pytest_plugin/namespaces.py ensure). Any other is
 left alone and named, --force or not.
 
 Liveness (`decide`, a pure function unit-tested in testing/unit/test_cleanup.py): a run stamps its namespaces
 with a heartbeat annotation (gpuconform.dev/heartbeat, an RFC 3339 UTC time) when it creates them and
-refreshes it every HEARTBEAT_EVERY_S (fixtures/namespaces.py); when it ends keeping a namespace for inspection
+refreshes it every HEARTBEAT_EVERY_S (gpuconform/pytest_plugin/namespaces.py); when it ends keeping a namespace for inspection
 (keepNamespaceOnFailure) it stamps gpuconform.dev/ended. A run's namespace
 
 - being deleted already (Terminating) is left alone;
@@ -38,10 +38,10 @@ from .pods import HEARTBEAT, PART_OF, RUN_LABEL, SUITE
 
 ENDED = "gpuconform.dev/ended"
 SELECTOR = f"{PART_OF}={SUITE}"
-PREFIX = "gpuconform-"  # a run's namespaces: PREFIX + run id, and that + NODE_SUFFIX (fixtures/namespaces.py)
+PREFIX = "gpuconform-"  # a run's namespaces: PREFIX + run id, and that + NODE_SUFFIX (gpuconform/pytest_plugin/namespaces.py)
 NODE_SUFFIX = "-node"
 # A run id as it can appear in a namespace name (a DNS label: lower-case letters, digits, '-' inside), e.g. the
-# default 20250301-120000-a1b2c3 (fixtures/session.py) or one given with --gpuconform-run-id.
+# default 20250301-120000-a1b2c3 (gpuconform/pytest_plugin/session.py) or one given with --gpuconform-run-id.
 RUN_ID = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 

@@ -469,7 +469,7 @@ SECTIONS: dict[str, str] = {
     "timeouts": "Every wait of the suite is bounded; fixed poll and grace intervals are in gpuconform/timing.py.",
     "limits": "qps/burst: the client's own rate limit; client-go's defaults (5/10) would make concurrent checks "
               "queue on the client for most of a run, and the apiserver's API Priority and Fairness still protects "
-              "the server. concurrency: checks running at once across nodes (fixtures/scheduler.py); on one node, "
+              "the server. concurrency: checks running at once across nodes (gpuconform/pytest_plugin/scheduler.py); on one node, "
               "checks that share its GPUs never overlap.",
     "coverage": "",
     "nodeProbe": "",

@@ -3,7 +3,7 @@
 `allocation_path(labels, capacity, allocatable, slices, vendor)` is pure: the node's labels, its capacity and
 allocatable, and the ResourceSlices that name the node (spec.nodeName) in; the path ("device-plugin", "dra",
 "none") out, with the reason and the label or object that said so. Discovery certifies only device-plugin nodes;
-the others are listed as left out with this reason (fixtures/inventory.py), so they neither fail nor lower the
+the others are listed as left out with this reason (gpuconform/pytest_plugin/inventory.py), so they neither fail nor lower the
 coverage gate. DRA nodes get their own checks in a later issue; until then they are not certified and not failed.
 
 Facts (NVIDIA/gpu-operator a22dbf6; docs/vendors.md "Nodes without a container device plugin"):

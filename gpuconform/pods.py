@@ -152,13 +152,13 @@ def run_long_pod(name: str, namespace: str, run_id: str, check: str, node: str, 
     """A probe that holds `gpus` devices for the whole run, repeating its device check every `every_s` (the
     lost-access check), best effort (it holds no CPU a Guaranteed probe needs). A SIGKILLed runner must not
     leave it holding a GPU until `deadline`: it carries the heartbeat annotation, which the run refreshes every
-    HEARTBEAT_EVERY_S while it lives (fixtures/namespaces.py create_pod stamps it and registers the pod), sees it
+    HEARTBEAT_EVERY_S while it lives (gpuconform/pytest_plugin/namespaces.py create_pod stamps it and registers the pod), sees it
     through a downwardAPI volume, and exits once it has not changed for `stale_s` (run_long_script).
     activeDeadlineSeconds stays the hard limit."""
     p = pod(name, namespace, run_id, check, node, cfg, image=view(cfg).get("images.probe"), gpus=gpus,
             resource=resource, command=["sh", "-c", run_long_script(every_s, stale_s)], deadline=deadline,
             best_effort=True)
-    p["metadata"]["annotations"] = {HEARTBEAT: ""}  # stamped at create (fixtures/namespaces.py create_pod)
+    p["metadata"]["annotations"] = {HEARTBEAT: ""}  # stamped at create (gpuconform/pytest_plugin/namespaces.py create_pod)
     p["spec"]["containers"][0]["volumeMounts"] = [{"name": "heartbeat", "mountPath": HEARTBEAT_DIR, "readOnly": True}]
     p["spec"]["volumes"] = [{"name": "heartbeat", "downwardAPI": {"items": [{
         "path": HEARTBEAT_FILE.rsplit("/", 1)[1], "fieldRef": {"fieldPath": f"metadata.annotations['{HEARTBEAT}']"}}]}}]

@@ -1,6 +1,6 @@
 """The least time a GPU node's checks can take, from a run's own pod timeline (the summary's `pods`; `make bench`).
 
-Checks that hold every GPU of their node never overlap there (fixtures/scheduler.py), so a node needs at least
+Checks that hold every GPU of their node never overlap there (gpuconform/pytest_plugin/scheduler.py), so a node needs at least
 the sum, over those checks, of their slowest pod's lifetime (server-side creation to the end the timeline
 records), and the run's cleanup comes after all of them. Timestamps have 1 s resolution.
 """

@@ -13,7 +13,7 @@ All values are seconds unless the name says otherwise.
 
 from __future__ import annotations
 
-# ---------------------------------------------------- pod waits (gpuconform/waits.py, fixtures/pod_runner.py)
+# ---------------------------------------------------- pod waits (gpuconform/waits.py, gpuconform/pytest_plugin/pod_runner.py)
 
 #: A problem seen on a Pending pod (unschedulable, image pull, container create error) must persist this long
 #: before it is a verdict: the scheduler and the kubelet retry, and a transient condition must not fail a check.
@@ -106,7 +106,7 @@ LOG_READ_TIMEOUT_S = 30.0
 #: How often it retries reading that log.
 LOG_READ_EVERY_S = 0.5
 
-# ---------------------------------------------- cleanup, heartbeat (fixtures/namespaces.py, gpuconform/cleanup.py)
+# ---------------------------------------------- cleanup, heartbeat (gpuconform/pytest_plugin/namespaces.py, gpuconform/cleanup.py)
 
 #: A run refreshes the heartbeat annotation on its namespaces this often (gpuconform.dev/heartbeat).
 HEARTBEAT_EVERY_S = 30.0

@@ -291,7 +291,7 @@ def pytest_startup_s(empty_dir: Path) -> float:
     """pytest's start-up with the suite's plugin and config: --collect-only of an empty directory (exit 5)."""
     empty_dir.mkdir()
     t0 = time.monotonic()
-    proc = run_pytest("--collect-only", "-q", "-p", "fixtures.plugin", "--gpuconform-config",
+    proc = run_pytest("--collect-only", "-q", "-p", "gpuconform.pytest_plugin.plugin", "--gpuconform-config",
                       str(ROOT / "localcluster" / "gpuconform.yaml"), str(empty_dir))
     took = time.monotonic() - t0
     if proc.returncode not in (0, 5):

@@ -10,7 +10,7 @@ with JavaScript from a JSON blob while the page loads); the page is polled every
 much late. Chromium's start-up is not counted. Used by the scale benchmark; figures are printed, never asserted.
 
 `--synthetic N` writes a throw-away test module with the suite's checks (gpuconform/catalog.py), each parametrised
-over N node names in three pools, and runs it with `python -m pytest -p fixtures.plugin --html ...
+over N node names in three pools, and runs it with `python -m pytest -p gpuconform.pytest_plugin.plugin --html ...
 --self-contained-html`, so the page comes from the real plugin and report hooks (results, reason codes, MUST
 statements, fix hints, the pytest-html table with one row per node and check). A few nodes fail, error or are
 skipped (deterministic). What a cluster run adds to the summary from its Run object (GPU nodes, certified nodes,
@@ -112,7 +112,7 @@ _CONFTEST = '''"""Fills in what a cluster run takes from its Run object (between
 import json
 from pathlib import Path
 
-from fixtures.summary import SUMMARY_KEY
+from gpuconform.pytest_plugin.summary import SUMMARY_KEY
 from gpuconform import reasons
 
 SPEC = json.loads(Path(__file__).with_name("synthetic.json").read_text())
@@ -203,7 +203,7 @@ def build_synthetic(n: int, out_dir: str | Path, latency_pods: int = 5, nodes_pr
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                "KUBECONFIG": str(work / "no-such-kubeconfig")}
         env = {k: v for k, v in env.items() if not k.startswith("GPUCONFORM_")}
-        res = subprocess.run([sys.executable, "-m", "pytest", "-p", "fixtures.plugin", "-p", "no:cacheprovider",
+        res = subprocess.run([sys.executable, "-m", "pytest", "-p", "gpuconform.pytest_plugin.plugin", "-p", "no:cacheprovider",
                               "-q", "--no-header", "--tb=no", "--html", str(out / "report.html"),
                               "--self-contained-html", *pytest_args, "test_synthetic.py"],
                              cwd=work, env=env, capture_output=True, text=True, timeout=1800)

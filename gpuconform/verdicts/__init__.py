@@ -3,7 +3,7 @@
 Each function takes recorded objects (pods and nodes as the API returns them, probe and plugin logs, the
 kubelet's /metrics and configz) and returns findings (counts.Finding: a reason code and a message naming the
 node and the observed and expected values); an empty list means conformant, or that the check can run. The
-checks in tests/ only act (create, wait, read) and hand the findings over (fixtures.checks.hand_over), so every
+checks in tests/ only act (create, wait, read) and hand the findings over (gpuconform.pytest_plugin.checks.hand_over), so every
 decision is unit-tested with recorded inputs (testing/unit/test_verdicts*.py, one test per reason code).
 
 One module per check area, as tests/ is laid out: registration, allocation, topology, latency; kubelet_record

@@ -66,7 +66,7 @@ def patch_as_sa(kubeconfig: Path, name: str, metadata: dict, dry_run: bool) -> s
 
 
 def run_namespace(name: str, level: str) -> dict:
-    """As fixtures/namespaces.py creates it."""
+    """As gpuconform/pytest_plugin/namespaces.py creates it."""
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {
         "name": name, "annotations": {"gpuconform.dev/heartbeat": "2026-12-04T10:11:12Z"},
         "labels": {"app.kubernetes.io/part-of": "gpuconform", "gpuconform.dev/run": RUN,

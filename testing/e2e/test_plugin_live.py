@@ -1,4 +1,4 @@
-"""fixtures.plugin against the local test bed, in a child pytest: evidence is collected only for failing tests,
+"""gpuconform.pytest_plugin.plugin against the local test bed, in a child pytest: evidence is collected only for failing tests,
 keepNamespaceOnFailure keeps the run namespace, and Ctrl-C / SIGTERM delete everything the run created.
 
 The child tests are tiny (one 0-GPU pod each) so these stay quick. Needs `make cluster-up`.
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
 
 CHILD_TESTS = '''
 import pathlib, time
-from fixtures.checks import raise_for
+from gpuconform.pytest_plugin.checks import raise_for
 from gpuconform import pods
 
 
@@ -92,7 +92,7 @@ def child(pytester: pytest.Pytester):
     pytester.makeconftest(CHILD_CONFTEST)
     run_id = f"live-{secrets.token_hex(3)}"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KUBECONFIG": str(KUBECONFIG)}
-    argv = [sys.executable, "-m", "pytest", "-p", "fixtures.plugin", "-p", "no:cacheprovider",
+    argv = [sys.executable, "-m", "pytest", "-p", "gpuconform.pytest_plugin.plugin", "-p", "no:cacheprovider",
             "--gpuconform-config", str(CONFIG), "--gpuconform-run-id", run_id,
             "--gpuconform-summary", "summary.json"]
     yield pytester.path, run_id, env, argv

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from fixtures import inventory, session
+from gpuconform.pytest_plugin import inventory, session
 from gpuconform import kube
 from testing.plugin.standin import NoWatch, pages, run_start
 
@@ -88,7 +88,7 @@ def test_a_second_signal_during_the_end_neither_stops_the_deletion_nor_the_summa
     pytester.makeini("[pytest]\n")
     pytester.makeconftest(CONFTEST.format(second=second))
     pytester.makepyfile(test_sig=TEST)
-    res = pytester.runpytest_subprocess("-p", "fixtures.plugin", "-p", "no:cacheprovider",
+    res = pytester.runpytest_subprocess("-p", "gpuconform.pytest_plugin.plugin", "-p", "no:cacheprovider",
                                         "--gpuconform-summary", "out.json", timeout=60)
     out = res.stdout.str() + res.stderr.str()
     calls = [tuple(json.loads(ln)) for ln in (pytester.path / "calls.jsonl").read_text().splitlines()]

@@ -32,7 +32,7 @@ def child(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     pytester.makepyfile(test_never="def test_never():\n    raise SystemExit('collected although the input is bad')\n")
 
     def runpytest(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess("-p", "fixtures.plugin", "-p", "no:cacheprovider", *args, timeout=60)
+        return pytester.runpytest_subprocess("-p", "gpuconform.pytest_plugin.plugin", "-p", "no:cacheprovider", *args, timeout=60)
 
     return runpytest
 

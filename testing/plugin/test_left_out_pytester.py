@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from fixtures import inventory, session
+from gpuconform.pytest_plugin import inventory, session
 from gpuconform import kube
 from testing.plugin.standin import NoWatch, pages, run_start
 
@@ -52,7 +52,7 @@ def child(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     pytester.makepyfile(test_nodes="def test_per_node(gpu_node, run):\n    pass\n")
 
     def runpytest(*args: str) -> tuple[pytest.RunResult, dict]:
-        res = pytester.runpytest_subprocess("-p", "fixtures.plugin", "-p", "no:cacheprovider",
+        res = pytester.runpytest_subprocess("-p", "gpuconform.pytest_plugin.plugin", "-p", "no:cacheprovider",
                                             "--gpuconform-summary", "out.json", *args, timeout=60)
         data = json.loads((pytester.path / "out.json").read_text())
         jsonschema.validate(data, SCHEMA)

@@ -1,4 +1,4 @@
-"""fixtures.plugin end to end in a child pytest: config errors are usage errors (exit 4) before any cluster
+"""gpuconform.pytest_plugin.plugin end to end in a child pytest: config errors are usage errors (exit 4) before any cluster
 call, and verdict exceptions / coded skips become outcomes and reason codes in the JSON summary.
 
 None of these tests needs a cluster: the child tests never request `run`, `gpu_node` or `evidence`, and the
@@ -30,7 +30,7 @@ def child(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     pytester.makeini("[pytest]\n")  # keep the child's rootdir in its tmp dir, away from the repo's config
 
     def runpytest(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess("-p", "fixtures.plugin", "-p", "no:cacheprovider", *args, timeout=60)
+        return pytester.runpytest_subprocess("-p", "gpuconform.pytest_plugin.plugin", "-p", "no:cacheprovider", *args, timeout=60)
 
     return runpytest
 

@@ -45,7 +45,7 @@ def child(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("KUBECONFIG", str(pytester.path / "kc.yaml"))
 
     def run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess("-p", "fixtures.plugin", "-p", "no:cacheprovider", *args, timeout=120)
+        return pytester.runpytest_subprocess("-p", "gpuconform.pytest_plugin.plugin", "-p", "no:cacheprovider", *args, timeout=120)
 
     return run
 

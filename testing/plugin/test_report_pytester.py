@@ -1,4 +1,4 @@
-"""fixtures.report in a child pytest with pytest-html: the pool summary leads the audit record, the matrix has a row
+"""gpuconform.pytest_plugin.html_report in a child pytest with pytest-html: the pool summary leads the audit record, the matrix has a row
 per node that did not pass everything, and above gpuconform.report.ROWS_DRAWN_UP_TO results the page opens
 with pytest-html's passed rows not drawn (still in the page and counted).
 
@@ -46,7 +46,7 @@ def child(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
 
     def run(n: int, bad: set[str]) -> str:
         pytester.makepyfile(test_nodes=NODES.format(n=n, bad=sorted(bad)))
-        pytester.runpytest_subprocess("-p", "fixtures.plugin", "-p", "no:cacheprovider", "-q", "--html", "r.html",
+        pytester.runpytest_subprocess("-p", "gpuconform.pytest_plugin.plugin", "-p", "no:cacheprovider", "-q", "--html", "r.html",
                                       "--self-contained-html", timeout=120)
         return (pytester.path / "r.html").read_text()
 

@@ -3,7 +3,7 @@ and refuses each misuse of its token that issue 18 names: a privileged namespace
 pod or a pod pinned to a node, a pod in kube-system, deleting or relabelling a namespace that is not a run's.
 
 The policy's CEL is evaluated with cel-python (a dev dependency) against recorded requests: the suite's own
-namespaces and pods as its code builds them (fixtures/namespaces.py, gpuconform/pods.py) and a table of hostile
+namespaces and pods as its code builds them (gpuconform/pytest_plugin/namespaces.py, gpuconform/pods.py) and a table of hostile
 ones. The Kubernetes-only CEL libraries are not used in `expression`s (only in one messageExpression), so standard
 CEL evaluates them as the API server does; an expression that errors counts as a refusal (failurePolicy: Fail).
 Without cel-python the structural test still checks that each misuse has its validation, on the right field.
@@ -36,9 +36,9 @@ def shipped() -> tuple[dict, dict]:
 # ---------------------------------------------------------------- recorded requests
 
 def suite_namespace(privileged: bool, run: str = RUN) -> dict:
-    """The namespace exactly as fixtures/namespaces.py creates it (through a recording fake client), plus the
+    """The namespace exactly as gpuconform/pytest_plugin/namespaces.py creates it (through a recording fake client), plus the
     label the API server adds before validating admission (kubernetes.io/metadata.name)."""
-    from fixtures import namespaces
+    from gpuconform.pytest_plugin import namespaces
 
     sent: list[dict] = []
 

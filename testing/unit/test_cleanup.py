@@ -14,14 +14,14 @@ from gpuconform import cleanup, timing
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
-RUN = "20250301-110000-a1b2c3"  # a run id as fixtures/session.py makes them
+RUN = "20250301-110000-a1b2c3"  # a run id as gpuconform/pytest_plugin/session.py makes them
 PART_OF = {"app.kubernetes.io/part-of": "gpuconform"}
 
 
 def ns(name: str = f"gpuconform-{RUN}", *, heartbeat: timedelta | None = None, ended: timedelta | None = None,
        created: timedelta = timedelta(minutes=10), phase: str = "Active", run: str | None = None,
        labels: dict | None = None) -> dict:
-    """A namespace as a run makes it (fixtures/namespaces.py): the run label holds the id its name carries
+    """A namespace as a run makes it (gpuconform/pytest_plugin/namespaces.py): the run label holds the id its name carries
     (`run` overrides it; `labels` replaces the labels)."""
     notes = {}
     if heartbeat is not None:

@@ -3,7 +3,7 @@ never a silent pass or a traceback).
 
 One table, `CASES`: what the input is, where it comes from, and its outcome (a reason code, or "config error
 (exit 4)" for what is refused before any API call). Each case runs the suite's own code on the recorded input at
-the edge where the suite reads it (config.load, counts, the kubelet reader in fixtures/kubelet.py, the probe
+the edge where the suite reads it (config.load, counts, the kubelet reader in gpuconform/pytest_plugin/kubelet.py, the probe
 parsers, the pod log reader against a local HTTP server, the baseline loader). The table in the docs' "bad-input"
 section of docs/security.md lists the same ids and outcomes:
 test_the_docs_table_lists_every_case keeps the two in step.
@@ -24,8 +24,8 @@ import yaml
 from kubernetes import client as k8s
 from recorded import probe_log
 
-from fixtures import options
-from fixtures.kubelet import Kubelet
+from gpuconform.pytest_plugin import options
+from gpuconform.pytest_plugin.kubelet import Kubelet
 from gpuconform import baseline, config as gconfig, counts, kube, verdicts
 from gpuconform.reasons import code_of
 
@@ -110,7 +110,7 @@ class _FakeCluster:
 
 
 def _kubelet(path: str, body: bytes | str) -> Callable[[Path], tuple[str, str]]:
-    """The kubelet reader (fixtures/kubelet.py) given `body` through the node proxy, as a check reads it."""
+    """The kubelet reader (gpuconform/pytest_plugin/kubelet.py) given `body` through the node proxy, as a check reads it."""
     def run(tmp: Path) -> tuple[str, str]:
         text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body  # as kube.kubelet_get
         k = Kubelet(_FakeCluster(text), {"nodes/proxy": True})  # type: ignore[arg-type]
@@ -168,7 +168,7 @@ def _pod_log(body: bytes, kept: str) -> Callable[[Path], tuple[str, str]]:
 
 
 def _baseline(summary: dict) -> Callable[[Path], tuple[str, str]]:
-    """The baseline loader (fixtures/options.py, at pytest_configure: a UsageError is exit 4 before any API call)."""
+    """The baseline loader (gpuconform/pytest_plugin/options.py, at pytest_configure: a UsageError is exit 4 before any API call)."""
     def run(tmp: Path) -> tuple[str, str]:
         p = tmp / "base.json"
         p.write_text(json.dumps(summary))
@@ -282,7 +282,7 @@ def test_no_case_is_a_silent_pass():
 def test_a_malformed_kubelet_read_at_start_is_logged_not_raised(monkeypatch):
     """The start-of-run read (registration counters) is evidence for later: a malformed page is said, not fatal."""
     said: list[str] = []
-    monkeypatch.setattr("fixtures.kubelet.log", said.append)
+    monkeypatch.setattr("gpuconform.pytest_plugin.kubelet.log", said.append)
     k = Kubelet(_FakeCluster("<html>no</html>"), {"nodes/proxy": True})  # type: ignore[arg-type]
     k.read_start_counters(["gpu-a"], lambda n: True, lambda n: ["nvidia.com/gpu"])
     assert k.registration_before == {} and k.metrics_before == {}

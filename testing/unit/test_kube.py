@@ -445,7 +445,7 @@ def server():
 
 
 def test_preflight_names_an_expired_token_as_such(server, tmp_path):
-    from fixtures import preflight
+    from gpuconform.pytest_plugin import preflight
     from gpuconform.config import load
 
     srv = server({"/version/": [(401, {"kind": "Status", "message": "Unauthorized", "code": 401}, 0)]})
@@ -456,7 +456,7 @@ def test_preflight_names_an_expired_token_as_such(server, tmp_path):
 
 
 def test_preflight_names_an_unreachable_server_as_such(tmp_path, server, monkeypatch):
-    from fixtures import preflight
+    from gpuconform.pytest_plugin import preflight
     from gpuconform.config import load
 
     monkeypatch.setattr(kube.timing, "API_BACKOFF_BASE_S", 0.01)

@@ -122,7 +122,7 @@ def test_a_selected_node_that_runs_no_container_plugin_is_still_not_applicable()
 
 
 def test_the_header_lists_the_left_out_nodes_grouped_by_why_and_stays_small():
-    from fixtures.summary import left_out_tally
+    from gpuconform.pytest_plugin.summary import left_out_tally
 
     left = [nodes.LeftOut(f"main-{i}", nodes.NOT_SELECTED, "does not match nodes.selector 'pool=canary'")
             for i in range(120)] + [nodes.LeftOut("gpu-vmpt-0", nodes.NOT_APPLICABLE, "GPUs reserved for VMs",
@@ -167,7 +167,7 @@ class NotFound(Exception):
 def inventory(monkeypatch, slices_fn):
     import kubernetes.client as k8s
 
-    from fixtures import inventory as inv_mod
+    from gpuconform.pytest_plugin import inventory as inv_mod
     from gpuconform import kube
 
     class NoWatch:

@@ -115,7 +115,7 @@ def test_node_probe_image_has_no_default_and_the_probe_pod_is_never_built_withou
 
 def test_node_probe_checks_are_not_checked_until_the_image_is_set_and_touch_nothing():
     """Fails closed before any API call: `run` and the pod runner are never used (None here)."""
-    from fixtures.checks import node_probe_report
+    from gpuconform.pytest_plugin.checks import node_probe_report
 
     c = gconfig.load(None, environ={})
     with pytest.raises(pytest.skip.Exception, match=r"ENV-NOT-CHECKED.*node probe image not set"):

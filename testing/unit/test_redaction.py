@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s, config as kconfig
 
-from fixtures import scrub
+from gpuconform.pytest_plugin import scrub
 from gpuconform import config as gconfig, kube, redaction, report  # noqa: F401 - kube installs the log filters
 
 JWT = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEyMyJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6Z3B1In0.c2lnbmF0dXJlLXNpZw"

@@ -1,7 +1,7 @@
 """The run-long pod (gpuconform/pods.py run_long_pod) lets its GPU go within minutes of its runner's death (issue
 18): its manifest (the heartbeat annotation seen through a downwardAPI volume, no API access), its in-container
 script run here with sh against a heartbeat file under tmp_path, and the run's beat on it
-(fixtures/namespaces.py)."""
+(gpuconform/pytest_plugin/namespaces.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from fixtures import namespaces
-from fixtures.namespaces import Namespaces
+from gpuconform.pytest_plugin import namespaces
+from gpuconform.pytest_plugin.namespaces import Namespaces
 from gpuconform import cleanup, config, kube, pods, probes, timing
 
 
@@ -109,7 +109,7 @@ def test_a_heartbeat_that_keeps_changing_keeps_the_pod_holding_its_device_then_i
     assert len(probes.rounds(out)) >= 4
 
 
-# ------------------------------------------------------------------ the run's beat on it (fixtures/namespaces.py)
+# ------------------------------------------------------------------ the run's beat on it (gpuconform/pytest_plugin/namespaces.py)
 
 class Core:
     """The CoreV1Api calls Namespaces makes for namespaces and pods, recorded."""

@@ -1,6 +1,6 @@
 """The run's parts that decide something without a cluster: the namespaces' heartbeat and end, which event-read
-errors are tolerated (fixtures/namespaces.py), the fingerprint (gpuconform/fingerprint.py), and waiting for a node
-object to catch up with the kubelet (fixtures/checks.py)."""
+errors are tolerated (gpuconform/pytest_plugin/namespaces.py), the fingerprint (gpuconform/fingerprint.py), and waiting for a node
+object to catch up with the kubelet (gpuconform/pytest_plugin/checks.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from fixtures import checks
-from fixtures.namespaces import Namespaces
+from gpuconform.pytest_plugin import checks
+from gpuconform.pytest_plugin.namespaces import Namespaces
 from gpuconform import cleanup, discovery, fingerprint, kube, timing
 from gpuconform.reasons import EnvironmentProblem
 
@@ -116,7 +116,7 @@ def test_fingerprint_summarises_what_the_run_read():
                                    configz={})["topology manager policy"] == fingerprint.NOT_READ
 
 
-# ------------------------------------------------------------------ the node status catching up (fixtures/checks.py)
+# ------------------------------------------------------------------ the node status catching up (gpuconform/pytest_plugin/checks.py)
 
 class TrailingRun:
     """A run whose node object reaches the kubelet's value after `lag` reads; configz gives the status period."""

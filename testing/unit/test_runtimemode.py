@@ -169,7 +169,7 @@ def test_isolation_elsewhere_still_blames_the_runtime_and_plugin_setup():
 # ---------------------------------------------------------------- the one optional LIST
 
 def _inventory():
-    from fixtures import inventory
+    from gpuconform.pytest_plugin import inventory
 
     api = SimpleNamespace(sanitize_for_serialization=lambda o: o)
     inv = inventory.Inventory(None, SimpleNamespace(api=api, request_timeout=5.0))

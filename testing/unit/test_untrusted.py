@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures import livelog, report as html_report
-from fixtures.evidence import Evidence, attach
+from gpuconform.pytest_plugin import html_report, livelog
+from gpuconform.pytest_plugin.evidence import Evidence, attach
 from gpuconform import untrusted
 from gpuconform.reasons import Violation, skip_reason
 
@@ -112,7 +112,7 @@ def test_html_summary_values_are_escaped():
                "results": [{"outcome": "<img src=x onerror=alert(2)>", "node": None}],
                "coverage": {"certified_fraction": "<b>1</b>", "gate": "<i>0.5</i>"}, "gpu_nodes": [],
                "certified_nodes": []}
-    from fixtures.summary import SUMMARY_KEY
+    from gpuconform.pytest_plugin.summary import SUMMARY_KEY
 
     session = SimpleNamespace(config=SimpleNamespace(stash={SUMMARY_KEY: summary}))
     prefix: list[str] = []

@@ -92,7 +92,7 @@ def test_needs_events_only_when_the_scheduler_gave_no_message():
 def test_dispatch_rule():
     from collections import namedtuple
 
-    from fixtures.scheduler import next_job as pick
+    from gpuconform.pytest_plugin.scheduler import next_job as pick
 
     job = namedtuple("job", "node need at_end spans", defaults=(False, False))
 

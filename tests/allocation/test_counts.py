@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.checks import hand_over, node_probe_off, node_probe_report, node_status_caught_up
+from gpuconform.pytest_plugin.checks import hand_over, node_probe_off, node_probe_report, node_status_caught_up
 from gpuconform import counts, verdicts
 from gpuconform.reasons import REASONS
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from fixtures.checks import hand_over, node_probe_report, require_free_gpus, require_nvidia_tooling
+from gpuconform.pytest_plugin.checks import hand_over, node_probe_report, require_free_gpus, require_nvidia_tooling
 from gpuconform import pods, probes, runtimemode, timing, verdicts
 from gpuconform.reasons import EnvironmentProblem
 

@@ -3,7 +3,7 @@ measured from server-side timestamps and the kubelet's Allocate histogram."""
 
 import pytest
 
-from fixtures.checks import hand_over, require_free_gpus
+from gpuconform.pytest_plugin.checks import hand_over, require_free_gpus
 from gpuconform import latency, pods, verdicts
 
 

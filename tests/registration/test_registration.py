@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.checks import hand_over
+from gpuconform.pytest_plugin.checks import hand_over
 from gpuconform import pods, verdicts
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.checks import hand_over, require_free_gpus, require_nvidia_tooling
+from gpuconform.pytest_plugin.checks import hand_over, require_free_gpus, require_nvidia_tooling
 from gpuconform import pods, verdicts
 
 
