@@ -1,3 +1,3 @@
-"""Loads gpuconform's pytest plugin (gpuconform/pytest_plugin) and the fixtures the checks use (fixtures/)."""
+"""Loads gpuconform's pytest plugin (gpuconform/pytest_plugin) and the fixture the checks take (fixtures/)."""
 
-pytest_plugins = ["gpuconform.pytest_plugin.plugin"]
+pytest_plugins = ["gpuconform.pytest_plugin.plugin", "fixtures.check"]

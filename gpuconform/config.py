@@ -730,11 +730,33 @@ class Config:
             raise KeyError(f"{dotted!r} is not a duration key")
         return parse_duration(self.get(dotted), dotted)
 
+    @property
+    def timeouts(self) -> "Timeouts":
+        """The timeouts.* keys as attributes (a wait names its timeout by attribute, not by key string)."""
+        return Timeouts(**{attr: self.seconds(key) for attr, key in Timeouts.KEYS.items()})
+
     def redacted(self) -> dict[str, Any]:
         """The config as the reports show it (gpuconform/redaction.py, the one rule)."""
         from .redaction import redact
 
         return redact(self.data)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Every timeouts.* key in seconds; `key(attr)` names the config key (messages say what to raise)."""
+
+    pod_start: float
+    pod_complete: float
+    api_request: float
+    cleanup: float
+
+    KEYS = {"pod_start": "timeouts.podStart", "pod_complete": "timeouts.podComplete",
+            "api_request": "timeouts.apiRequest", "cleanup": "timeouts.cleanup"}
+
+    @classmethod
+    def key(cls, attr: str) -> str:
+        return cls.KEYS[attr]
 
 
 def view(cfg: "Config | Mapping[str, Any]") -> Config:

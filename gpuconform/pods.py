@@ -165,6 +165,12 @@ def run_long_pod(name: str, namespace: str, run_id: str, check: str, node: str, 
     return p
 
 
+def is_run_long(p: dict, run_id: str) -> bool:
+    """A run-long pod (run_long_pod) of run `run_id`: it carries the run's label and the heartbeat annotation."""
+    meta = p.get("metadata") or {}
+    return (meta.get("labels") or {}).get(RUN_LABEL) == run_id and HEARTBEAT in (meta.get("annotations") or {})
+
+
 def vector_add_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict, deadline: float,
                    resource: str) -> dict:
     """The CUDA sample with its own default command, so any vectoradd image can be substituted."""

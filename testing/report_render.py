@@ -112,15 +112,16 @@ _CONFTEST = '''"""Fills in what a cluster run takes from its Run object (between
 import json
 from pathlib import Path
 
-from gpuconform.pytest_plugin.summary import SUMMARY_KEY
+from gpuconform.pytest_plugin.plugin import PLUGIN
 from gpuconform import reasons
 
 SPEC = json.loads(Path(__file__).with_name("synthetic.json").read_text())
 
 
 def pytest_sessionfinish(session):
-    s = session.config.stash.get(SUMMARY_KEY, None)
-    if s is None:
+    plugin = session.config.stash.get(PLUGIN, None)
+    s = plugin.summary if plugin is not None else None
+    if not s:
         return
     nodes = SPEC["nodes"]
     per_node = {n: [] for n in nodes}

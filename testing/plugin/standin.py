@@ -33,7 +33,7 @@ class NoWatch:
 
 
 def run_start(core: Any, run_id: str) -> classmethod:
-    """A replacement for session.Run.start: the Run over `core`, every optional permission granted."""
+    """A replacement for run.Run.start: the Run over `core`, every optional permission granted."""
     def start(cls, cfg, kubeconfig, context, _run_id):
         api = kube.CountingApiClient(k8s.Configuration(), kube.RateLimiter(1000, 1000))
         cluster = kube.Cluster(api, core, None, None, None, "stand-in cluster", 1.0)

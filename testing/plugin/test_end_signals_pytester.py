@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from gpuconform.pytest_plugin import inventory, session
+from gpuconform.pytest_plugin import inventory, run
 from gpuconform import kube
 from testing.plugin.standin import NoWatch, pages, run_start
 
@@ -62,7 +62,7 @@ class Core:
 
 
 kube.Watch = NoWatch
-session.Run.start = run_start(Core(), "sig-run")
+run.Run.start = run_start(Core(), "sig-run")
 inventory.k8s.ResourceV1Api = lambda api: SimpleNamespace(list_resource_slice=pages([]))
 '''
 
@@ -72,9 +72,13 @@ import signal
 import time
 
 
-def test_interrupted(run):
-    run.ensure_namespace()
-    run.ensure_namespace(privileged=True)
+from gpuconform.pytest_plugin.plugin import conformance
+
+
+def test_interrupted(request):
+    run = conformance(request.config).run_or_exit()
+    run.spaces.ensure()
+    run.spaces.ensure(privileged=True)
     os.kill(os.getpid(), signal.SIGTERM)  # the run ends
     time.sleep(30)
 '''

@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from gpuconform.pytest_plugin import inventory, session
+from gpuconform.pytest_plugin import inventory, run
 from gpuconform import kube
 from testing.plugin.standin import NoWatch, pages, run_start
 
@@ -37,7 +37,7 @@ NODES = NODES["nodes"] + json.loads((DATA / "nvidia-operator.json").read_text())
 CORE = SimpleNamespace(list_node=pages(NODES), list_pod_for_all_namespaces=pages([]))
 
 kube.Watch = NoWatch
-session.Run.start = run_start(CORE, "left-out-run")
+run.Run.start = run_start(CORE, "left-out-run")
 inventory.k8s.ResourceV1Api = lambda api: SimpleNamespace(list_resource_slice=pages(SLICES))
 '''
 
@@ -49,10 +49,10 @@ def child(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
         monkeypatch.delenv(var)
     pytester.makeini("[pytest]\n")
     pytester.makeconftest(CONFTEST.format(data=str(REPO / "testing" / "unit" / "data" / "layouts")))
-    pytester.makepyfile(test_nodes="def test_per_node(gpu_node, run):\n    pass\n")
+    pytester.makepyfile(test_nodes="def test_per_node(check):\n    pass\n")
 
     def runpytest(*args: str) -> tuple[pytest.RunResult, dict]:
-        res = pytester.runpytest_subprocess("-p", "gpuconform.pytest_plugin.plugin", "-p", "no:cacheprovider",
+        res = pytester.runpytest_subprocess("-p", "gpuconform.pytest_plugin.plugin", "-p", "fixtures.check", "-p", "no:cacheprovider",
                                             "--gpuconform-summary", "out.json", *args, timeout=60)
         data = json.loads((pytester.path / "out.json").read_text())
         jsonschema.validate(data, SCHEMA)

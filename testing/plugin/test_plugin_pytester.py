@@ -82,7 +82,7 @@ def test_set_without_equals_is_usage_error(pytester: pytest.Pytester, child):
 
 
 def test_set_override_shows_in_header(pytester: pytest.Pytester, child):
-    pytester.makepyfile(test_ok="def test_ok(cfg):\n    assert cfg.get('thresholds.startP99') == '8s'\n")
+    pytester.makepyfile(test_ok="from gpuconform.pytest_plugin.plugin import conformance\n\n\ndef test_ok(request):\n    assert conformance(request.config).cfg.get('thresholds.startP99') == '8s'\n")
     res = child("--gpuconform-set", "thresholds.startP99=8s", "--gpuconform-summary", "out.json")
     res.assert_outcomes(passed=1)
     res.stdout.fnmatch_lines(["*gpuconform overrides: thresholds.startP99 (--gpuconform-set thresholds.startP99)*"])

@@ -44,8 +44,8 @@ def test_the_table_is_the_checks_in_tests():
     found = checks_in_tests()
     assert len(catalog.NAMES) == len(set(catalog.NAMES))
     assert set(catalog.NAMES) == set(found)
-    for name, fn in found.items():  # each runs once per GPU node
-        assert "gpu_node" in [a.arg for a in fn.args.args], name
+    for name, fn in found.items():  # each takes one argument: its NodeCheck (once per GPU node)
+        assert [a.arg for a in fn.args.args] == ["check"], name
 
 
 def test_the_checks_holding_every_gpu_are_those_marked_so():

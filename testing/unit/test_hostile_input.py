@@ -173,7 +173,7 @@ def _baseline(summary: dict) -> Callable[[Path], tuple[str, str]]:
         p = tmp / "base.json"
         p.write_text(json.dumps(summary))
         try:
-            options._load_baseline(str(p))
+            options.load_baseline(str(p))
         except pytest.UsageError as e:
             return (CONFIG_ERROR if "\n" not in str(e) and str(p) in str(e) else "badly worded"), str(e)
         return "loaded", ""

@@ -114,12 +114,14 @@ def test_node_probe_image_has_no_default_and_the_probe_pod_is_never_built_withou
 
 
 def test_node_probe_checks_are_not_checked_until_the_image_is_set_and_touch_nothing():
-    """Fails closed before any API call: `run` and the pod runner are never used (None here)."""
-    from gpuconform.pytest_plugin.checks import node_probe_report
+    """Fails closed before any API call: the run's parts are never used (absent here)."""
+    from types import SimpleNamespace
 
-    c = gconfig.load(None, environ={})
+    from gpuconform.pytest_plugin import nodecheck
+
+    check = nodecheck.make(SimpleNamespace(cfg=gconfig.load(None, environ={}), run_id="r1"), "n1", "t")  # type: ignore[arg-type]
     with pytest.raises(pytest.skip.Exception, match=r"ENV-NOT-CHECKED.*node probe image not set"):
-        node_probe_report(None, c, None, None, "n1", "hw")  # type: ignore[arg-type]
+        check.probe("hw")
 
 
 def test_public_default_images_are_pinned_by_digest_or_unset():

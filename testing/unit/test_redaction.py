@@ -92,7 +92,7 @@ def test_pytest_metadata_environment_table_is_redacted():
     metadata = {"Python": "3.11.9", "GIT_URL": f"https://bot:{GHP}@github.com/org/repo.git",
                 "CI_JOB_TOKEN": "glcbt-64_abcdefghijklmnop", "Plugins": {"html": "4.2.0"}}
     same = metadata
-    scrub.pytest_metadata(metadata, None)
+    scrub.scrub_metadata(metadata)
     assert metadata is same  # pytest-html reads this very dict
     assert metadata["GIT_URL"] == "https://<redacted>@github.com/org/repo.git"
     assert metadata["CI_JOB_TOKEN"] == "<redacted>" and metadata["Plugins"] == {"html": "4.2.0"}

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from gpuconform.pytest_plugin import checks
+from gpuconform.pytest_plugin import nodecheck
 from gpuconform.pytest_plugin.namespaces import Namespaces
 from gpuconform import cleanup, discovery, fingerprint, kube, timing
 from gpuconform.reasons import EnvironmentProblem
@@ -116,13 +116,18 @@ def test_fingerprint_summarises_what_the_run_read():
                                    configz={})["topology manager policy"] == fingerprint.NOT_READ
 
 
-# ------------------------------------------------------------------ the node status catching up (gpuconform/pytest_plugin/checks.py)
+# ------------------------------------------------------------------ the node status catching up (NodeCheck)
 
 class TrailingRun:
     """A run whose node object reaches the kubelet's value after `lag` reads; configz gives the status period."""
 
     def __init__(self, lag: int, period: str | None):
+        from gpuconform import config
+
         self.reads, self.lag, self.period = 0, lag, period
+        self.cfg, self.run_id = config.load(None, environ={}), "r1"
+        self.inventory = SimpleNamespace(refresh_node=self.refresh_node)
+        self.kubelet = SimpleNamespace(config=self.kubelet_config)
 
     def refresh_node(self, name):
         self.reads += 1
@@ -132,24 +137,28 @@ class TrailingRun:
         return None if self.period is None else {"nodeStatusUpdateFrequency": self.period}
 
 
+def caught_up(run, agrees):
+    return nodecheck.make(run, "gpu-a", "t").node_status_caught_up(agrees)
+
+
 def test_a_node_that_agrees_at_once_costs_no_wait():
     run = TrailingRun(lag=0, period="1s")
-    assert checks.node_status_caught_up(run, "gpu-a", lambda n: n["allocatable"] == 4) == ({"allocatable": 4}, 0.0)
+    assert caught_up(run, lambda n: n["allocatable"] == 4) == ({"allocatable": 4}, 0.0)
 
 
 def test_a_node_object_trailing_the_kubelet_is_judged_once_it_has_caught_up(monkeypatch):
-    monkeypatch.setattr(checks.time, "sleep", lambda s: None)
+    monkeypatch.setattr(nodecheck.time, "sleep", lambda s: None)
     run = TrailingRun(lag=3, period="1s")
-    obj, waited = checks.node_status_caught_up(run, "gpu-a", lambda n: n["allocatable"] == 4)
+    obj, waited = caught_up(run, lambda n: n["allocatable"] == 4)
     assert obj == {"allocatable": 4} and run.reads == 4 and waited >= 0
 
 
 def test_a_node_object_that_never_agrees_is_judged_after_one_status_period_and_slack(monkeypatch):
     clock = iter(range(0, 1000))
-    monkeypatch.setattr(checks.time, "sleep", lambda s: None)
-    monkeypatch.setattr(checks.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(nodecheck.time, "sleep", lambda s: None)
+    monkeypatch.setattr(nodecheck.time, "monotonic", lambda: float(next(clock)))
     run = TrailingRun(lag=10**6, period="2s")
-    obj, waited = checks.node_status_caught_up(run, "gpu-a", lambda n: n["allocatable"] == 4)
+    obj, waited = caught_up(run, lambda n: n["allocatable"] == 4)
     assert obj == {"allocatable": 0} and 7 <= waited <= 9  # 2 s period + 5 s slack
 
 

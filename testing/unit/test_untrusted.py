@@ -70,7 +70,7 @@ def test_a_verdict_quoting_a_hostile_termination_message_renders_safely():
     assert not starts_a_ci_command(skip_reason("ENV-NOT-CHECKED", "x\n::error::y"))
 
 
-class _Run:
+class _Spaces:
     """Just what Evidence.collect reads: a tenant's events and logs."""
 
     watches: dict = {}
@@ -84,7 +84,7 @@ class _Run:
 
 
 def test_evidence_sections_are_cleaned_and_every_line_prefixed():
-    ev = Evidence(_Run(), None)
+    ev = Evidence(SimpleNamespace(spaces=_Spaces()), None)
     ev.pod("gpuconform-r1", "vec-add")
     ev.note("termination\x1b[2J", "##vso[task.prependpath]/evil\n::warning::x")
     collected = ev.collect()
@@ -112,9 +112,9 @@ def test_html_summary_values_are_escaped():
                "results": [{"outcome": "<img src=x onerror=alert(2)>", "node": None}],
                "coverage": {"certified_fraction": "<b>1</b>", "gate": "<i>0.5</i>"}, "gpu_nodes": [],
                "certified_nodes": []}
-    from gpuconform.pytest_plugin.summary import SUMMARY_KEY
+    from gpuconform.pytest_plugin.plugin import PLUGIN
 
-    session = SimpleNamespace(config=SimpleNamespace(stash={SUMMARY_KEY: summary}))
+    session = SimpleNamespace(config=SimpleNamespace(stash={PLUGIN: SimpleNamespace(summary=summary)}))
     prefix: list[str] = []
     html_report.pytest_html_results_summary(prefix, [], [], session)
     run_line = next(p for p in prefix if 'class="gc-run"' in p)

@@ -2,51 +2,49 @@
 
 import pytest
 
-from gpuconform.pytest_plugin.checks import hand_over, node_probe_off, node_probe_report, node_status_caught_up
 from gpuconform import counts, verdicts
 from gpuconform.reasons import REASONS
 
 
-def test_advertised_gpus_match_the_hardware(run, cfg, gpu_node, pod_runner, evidence, record_property):
+def test_advertised_gpus_match_the_hardware(check):
     """MUST: capacity = allocatable = physical GPUs x sharing replicas (or the MIG profile counts), as the node's
     own labels describe its pool; no device is Unhealthy, none is over- or under-advertised, and no stale GPU
     resource key remains. Where the node advertises more than GFD's one-model count allows, the PCI bus (the
     optional node probe) counts its GPUs of every model."""
-    node = run.refresh_node(gpu_node)
-    exp = run.expectation(gpu_node, node)
-    if counts.may_count_one_model(node, exp) and not node_probe_off(cfg) and run.node(gpu_node).usable:
-        exp = verdicts.with_pci_count(exp, node_probe_report(run, cfg, pod_runner, evidence, gpu_node, "count",
-                                                             required=False))
-    evidence.note("expectation", {"pool": exp.describe(), **exp.__dict__})
+    node = check.node_object()
+    exp = check.expectation(node)
+    if counts.may_count_one_model(node, exp) and not check.probe_off() and check.gpu.usable:
+        exp = verdicts.with_pci_count(exp, check.probe("count", required=False))
+    check.note("expectation", {"pool": exp.describe(), **exp.__dict__})
     logs = None
     if verdicts.unhealthy_ids_needed(node, exp):  # the plugin log names the Unhealthy devices
-        logs = [run.pod_log(p["metadata"]["namespace"], p["metadata"]["name"], tail=500)
-                for p in run.plugin_pods(gpu_node)]
+        logs = [check.run.spaces.pod_log(p["metadata"]["namespace"], p["metadata"]["name"], tail=500)
+                for p in check.plugin().pods]
     cap, alloc = counts.advertised(node, exp.resource)
     for k, v in (("expected", exp.advertised), ("capacity", cap), ("allocatable", alloc)):
-        record_property(k, v)
-    hand_over(verdicts.count_findings(node, exp, logs))
+        check.record(k, v)
+    check.hand_over(verdicts.count_findings(node, exp, logs))
 
 
 @pytest.mark.node_probe
-def test_advertised_gpus_match_the_pci_hardware(run, cfg, gpu_node, pod_runner, evidence, record_property):
+def test_advertised_gpus_match_the_pci_hardware(check):
     """MUST: the vendor's GPU PCI functions on the node (an independent count, read from sysfs by the optional
     node probe: physical functions of class VGA or 3D controller; MIG devices and SR-IOV virtual functions are not
     extra GPUs) equal the GPU count label and, times the sharing replicas, what the node advertises; the kubelet's
     own allocatable device list (PodResources) agrees with node allocatable, and the NUMA nodes the plugin reports
     are those the GPUs sit on."""
-    hand_over(verdicts.unusable(run.node(gpu_node), 0))
-    report = node_probe_report(run, cfg, pod_runner, evidence, gpu_node, "hw")
-    exp = run.expectation(gpu_node, run.refresh_node(gpu_node))
+    check.needs_usable_node()
+    report = check.probe("hw")
+    exp = check.expectation(check.node_object())
     # the node object trails the kubelet's live list by up to one node-status period (a plugin that has just
     # re-registered): judge it once it has caught up, or after that period
-    node, waited = node_status_caught_up(run, gpu_node, lambda n: verdicts.allocatable_agrees(exp, n, report))
-    hw, hw_ev = verdicts.hardware_findings(gpu_node, exp, node, report)
-    al, al_ev = verdicts.allocatable_findings(gpu_node, exp, node, report)
+    node, waited = check.node_status_caught_up(lambda n: verdicts.allocatable_agrees(exp, n, report))
+    hw, hw_ev = verdicts.hardware_findings(check.node, exp, node, report)
+    al, al_ev = verdicts.allocatable_findings(check.node, exp, node, report)
     if waited:
         al_ev["waited for the node status"] = f"{waited:.1f}s"
-    evidence.note("PCI hardware", {**hw_ev, "GPUs per NUMA node": verdicts.numa_counts(report)})
-    evidence.note("kubelet allocatable list", al_ev)
-    record_property("pci_gpus", len(hw_ev.get("pci GPUs", [])))
-    found = hw + al + verdicts.reported_numa_findings(gpu_node, exp, report)
-    hand_over(verdicts.folded([f for f in found if REASONS[f.code].outcome == "fail"] or found))
+    check.note("PCI hardware", {**hw_ev, "GPUs per NUMA node": verdicts.numa_counts(report)})
+    check.note("kubelet allocatable list", al_ev)
+    check.record("pci_gpus", len(hw_ev.get("pci GPUs", [])))
+    found = hw + al + verdicts.reported_numa_findings(check.node, exp, report)
+    check.hand_over(verdicts.folded([f for f in found if REASONS[f.code].outcome == "fail"] or found))

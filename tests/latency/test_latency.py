@@ -3,48 +3,42 @@ measured from server-side timestamps and the kubelet's Allocate histogram."""
 
 import pytest
 
-from gpuconform.pytest_plugin.checks import hand_over, require_free_gpus
-from gpuconform import latency, pods, verdicts
+from gpuconform import latency, verdicts
+
+THRESHOLDS = ("scheduleP99", "startP50", "startP99")
 
 
 @pytest.mark.gpus(1, then="all")  # one device for the single samples, every free one for the burst
-def test_gpu_pod_start_latency_is_under_thresholds(run, cfg, gpu_node, pod_runner, evidence, record_property):
+def test_gpu_pod_start_latency_is_under_thresholds(check):
     """MUST: for single GPU pods (burst.samples, one at a time) and a burst (all free GPUs at once), every
     configured percentile threshold holds: scheduleP99, startP50, startP99 (server timestamps) and
     allocateP99 (kubelet_device_plugin_alloc_duration_seconds delta)."""
-    require_free_gpus(run, gpu_node, 1)
-    ns = run.ensure_namespace()
-    res = run.node(gpu_node).resource
-    before = run.kubelet_metrics(gpu_node)
-    deadline = cfg.seconds("timeouts.podComplete")
-    script = ["sh", "-c", "exit 0"]
+    check.needs_free_gpus(1)
+    before = check.kubelet_metrics()
 
     def make(tag):
-        m = pods.probe_pod(pods.pod_name("lat", tag, gpu_node), ns, run.run_id, "latency", gpu_node, cfg, 1,
-                           deadline=deadline, resource=res)
-        m["spec"]["containers"][0]["command"] = script
-        return pod_runner.create(m)
+        m = check.probe_pod(f"lat-{tag}", "latency", 1)
+        m["spec"]["containers"][0]["command"] = ["sh", "-c", "exit 0"]
+        return check.start(m)
 
     done = []
-    for i in range(cfg.get("burst.samples")):
-        name = make(f"s{i}")
-        pod_runner.wait([name], "done", "timeouts.podComplete", gpu_node)
-        done.append(name)
-    run.hold_every_gpu(gpu_node)  # the burst needs the node's devices to itself
-    free = run.free_gpus(gpu_node)
-    size = verdicts.burst_size(free, cfg.get("limits.maxGpusPerNode"), cfg.get("burst.size"))
+    for i in range(check.cfg.get("burst.samples")):
+        done.append(make(f"s{i}"))
+        check.wait_done(done[-1])
+    check.take_every_gpu()  # the burst needs the node's devices to itself
+    size = verdicts.burst_size(check.free_gpus(), check.cfg.get("limits.maxGpusPerNode"), check.cfg.get("burst.size"))
     burst = [make(f"b{i}") for i in range(size)]
-    pod_runner.wait(burst, "done", "timeouts.podComplete", gpu_node)
+    check.wait_done(*burst)
     done += burst
 
-    watch = run.pod_watch(ns)
-    times = [latency.pod_times(watch.get(n), run.events_for(ns, n)) for n in done]
-    thresholds = {k: cfg.seconds(f"thresholds.{k}") for k in ("scheduleP99", "startP50", "startP99")}
-    after = run.kubelet_metrics(gpu_node)
-    alloc = verdicts.allocate_delta(before, after, res)
-    sample = verdicts.latency_summary(gpu_node, times, alloc, kubelet_read=before is not None and after is not None)
+    times = [latency.pod_times(check.pod_state(n), check.events(n)) for n in done]
+    thresholds = {k: check.cfg.seconds(f"thresholds.{k}") for k in THRESHOLDS}
+    after = check.kubelet_metrics()
+    alloc = verdicts.allocate_delta(before, after, check.resource)
+    sample = verdicts.latency_summary(check.node, times, alloc, kubelet_read=before is not None and after is not None)
     for k, v in verdicts.latency_properties(sample).items():
-        record_property(k, v)
-    run.latency_samples.append(sample)
-    evidence.note("latency", sample)
-    hand_over(verdicts.latency_findings(gpu_node, times, thresholds, alloc, cfg.seconds("thresholds.allocateP99")))
+        check.record(k, v)
+    check.measure("latency", sample)
+    check.note("latency", sample)
+    check.hand_over(verdicts.latency_findings(check.node, times, thresholds, alloc,
+                                              check.cfg.seconds("thresholds.allocateP99")))

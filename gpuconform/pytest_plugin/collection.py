@@ -1,0 +1,33 @@
+"""Collection: a check runs once per discovered GPU node (its `gpu_node` parameter, ids = node names), and the
+items are trimmed to what applies (no GPU operator configured: its check is deselected)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuconform.config import Config
+from gpuconform.reasons import skip_reason
+
+NO_GPU_NODES = ("no GPU node to certify (none found, or every one left out: the report's 'GPU nodes left out' "
+                "says why)")
+
+
+def parametrize(metafunc: pytest.Metafunc, names: list[str] | None) -> None:
+    """One call per GPU node; `names` None: the run could not start (the session ends at modifyitems, with one
+    line: pytest turns an exit raised inside a collector into a collection error with a traceback)."""
+    if names is None:
+        metafunc.parametrize("gpu_node", [])
+    elif names:
+        metafunc.parametrize("gpu_node", names, ids=names)
+    else:
+        metafunc.parametrize("gpu_node", [pytest.param(None, marks=pytest.mark.skip(
+            reason=skip_reason("ENV-NODE-NOT-READY", NO_GPU_NODES)))], ids=["no-gpu-nodes"])
+
+
+def deselect(config: pytest.Config, cfg: Config, items: list[pytest.Item]) -> None:
+    """Drops the checks that do not apply: the GPU operator's without operator.namespace."""
+    if not cfg.get("operator.namespace"):
+        off = [i for i in items if i.get_closest_marker("gpu_operator")]
+        if off:
+            config.hook.pytest_deselected(items=off)
+            items[:] = [i for i in items if not i.get_closest_marker("gpu_operator")]

@@ -1,0 +1,290 @@
+"""NodeCheck: one check on one GPU node, after the Kubernetes e2e framework's Framework + PodClient. It holds the
+node, the run's namespace and id, the typed config, the evidence and the pods it made; its verbs say whether they
+wait. `make` is the one factory (the `check` fixture and the scheduler both use it); `close` collects a failed
+check's evidence, then deletes its pods."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable, Protocol
+
+import pytest
+
+from gpuconform import counts, discovery, nodes, pods, timing, verdicts
+from gpuconform.reasons import EnvironmentProblem, Violation
+
+from .evidence import Evidence
+from .handover import hand_over, raise_for
+from .livelog import log
+from .podwait import wait_for_pods
+from .run import Run
+
+
+class Turn(Protocol):
+    """What the scheduler lets a running check wait for (scheduler.py); `Alone` where checks run one at a time."""
+
+    def take_every_gpu(self) -> None: ...
+
+    def wait_for_rest_of_node(self) -> None: ...
+
+
+class Alone:
+    """pytest's own loop runs one check at a time: nothing to wait for."""
+
+    def take_every_gpu(self) -> None:
+        pass
+
+    def wait_for_rest_of_node(self) -> None:
+        pass
+
+
+def make(run: Run, node: str, test: str, turn: Turn | None = None) -> "NodeCheck":
+    """The one factory: a check `test` (its pytest node id) on `node`."""
+    return NodeCheck(run, node, test, turn or Alone())
+
+
+def is_failure(exc: BaseException | None) -> bool:
+    """A failed check (not a skip or an environment error): its pods may be kept for inspection."""
+    return isinstance(exc, (Violation, AssertionError)) or type(exc).__name__ == "Failed"
+
+
+class NodeCheck:
+    def __init__(self, run: Run, node: str, test: str, turn: Turn):
+        self.run, self.node, self.test, self.turn = run, node, test, turn
+        self.cfg, self.run_id = run.cfg, run.run_id
+        self.timeouts = run.cfg.timeouts
+        self.evidence = Evidence(run, node, test)
+        self.properties: list[tuple[str, Any]] = []  # user properties (JUnit XML, the report)
+        self.measurements: dict[str, Any] = {}  # figures the summary keeps (latency samples)
+        self.exc: BaseException | None = None  # how the body ended (set by whoever ran it)
+        self._pods: dict[str, str] = {}  # pod name -> namespace, in creation order
+        self._closed = False
+
+    # ------------------------------------------------------------ the node (reads, no waiting)
+
+    @property
+    def gpu(self) -> nodes.GpuNode:
+        return self.run.inventory.node(self.node)
+
+    @property
+    def resource(self) -> str:
+        return self.gpu.resource
+
+    def node_object(self) -> dict:
+        return self.run.inventory.refresh_node(self.node)
+
+    def expectation(self, node_obj: dict | None = None) -> counts.Expectation:
+        return self.run.inventory.expectation(self.node, node_obj)
+
+    def plugin(self) -> discovery.Found:
+        return self.run.inventory.find_plugin(self.node)
+
+    def pods_on_node(self) -> list[dict]:
+        return self.run.inventory.pods_on_node(self.node)
+
+    def free_gpus(self, beside_run_long: bool = False) -> int:
+        """Free devices of the node's GPU resource now; `beside_run_long`: the suite's own run-long pods' devices
+        count as free (they hold a device but no exclusive CPU: they fragment nothing)."""
+        if not beside_run_long:
+            return self.run.inventory.free_gpus(self.node)
+        others = [p for p in self.pods_on_node() if not pods.is_run_long(p, self.run_id)]
+        return counts.free_gpus(self.node_object(), self.resource, others)
+
+    def granted(self, permission: str) -> bool:
+        return self.run.optional.get(permission, False)
+
+    def kubelet_config(self) -> dict | None:
+        return self.run.kubelet.config(self.node)
+
+    def kubelet_metrics(self) -> list | None:
+        return self.run.kubelet.metrics(self.node)
+
+    # ------------------------------------------------------------ outcomes (raise or return)
+
+    def hand_over(self, findings: Iterable[verdicts.Finding]) -> None:
+        __tracebackhide__ = True
+        hand_over(findings)
+
+    def needs(self, ok: bool, why: str) -> None:
+        """Not checked (ENV-NOT-CHECKED, with `why`) unless `ok`."""
+        hand_over(verdicts.not_checked(ok, why))
+
+    def needs_nvidia_tooling(self, what: str) -> None:
+        """Not checked on other vendors: the check's in-pod evidence comes from NVIDIA tooling."""
+        hand_over(verdicts.nvidia_tooling(self.cfg.get("vendor"), what))
+
+    def needs_usable_node(self) -> None:
+        """Skipped (ENV-NODE-NOT-READY) on a NotReady or cordoned node."""
+        hand_over(verdicts.unusable(self.gpu, 0))
+
+    def needs_free_gpus(self, need: int) -> int:
+        """Skipped on a NotReady or cordoned node, or one with fewer than `need` free devices (GPU-F07-BUSY).
+        Returns the free count."""
+        hand_over(verdicts.unusable(self.gpu, need))
+        free = self.free_gpus()
+        hand_over(verdicts.busy(self.gpu, free, need))
+        return free
+
+    def note(self, key: str, value: Any) -> None:
+        """Evidence, shown when the check fails."""
+        self.evidence.note(key, value)
+
+    def record(self, key: str, value: Any) -> None:
+        """A user property on the check's result, also on a pass (the audit trail)."""
+        self.properties.append((key, value))
+
+    def measure(self, key: str, value: Any) -> None:
+        """A figure the run's summary keeps (the latency sample)."""
+        self.measurements[key] = value
+
+    # ------------------------------------------------------------ pods (no waiting)
+
+    def namespace(self, privileged: bool = False) -> str:
+        return self.run.spaces.ensure(privileged)
+
+    def pod_name(self, *tag: object) -> str:
+        return pods.pod_name(*tag, self.node)
+
+    def probe_pod(self, tag: str, role: str, gpus: int, **kw: Any) -> dict:
+        """The probe (pods.probe_pod) on this node in the run's namespace, bounded by timeouts.podComplete."""
+        kw.setdefault("deadline", self.timeouts.pod_complete)
+        if gpus:
+            kw.setdefault("resource", self.resource)
+        return pods.probe_pod(self.pod_name(tag), self.namespace(), self.run_id, role, self.node, self.cfg, gpus, **kw)
+
+    def vector_add_pod(self) -> dict:
+        return pods.vector_add_pod(self.pod_name("vectoradd"), self.namespace(), self.run_id, self.node, self.cfg,
+                                   self.timeouts.pod_complete, self.resource)
+
+    def run_long_pod(self, tag: str, role: str) -> dict:
+        return pods.run_long_pod(self.pod_name(tag), self.namespace(), self.run_id, role, self.node, self.cfg,
+                                 self.resource)
+
+    def socket_probe_pod(self) -> dict:
+        return pods.socket_probe_pod(self.pod_name("socket"), self.namespace(privileged=True), self.run_id,
+                                     self.node, self.cfg, self.timeouts.pod_complete)
+
+    def start(self, manifest: dict) -> str:
+        """Creates the pod (this check's: deleted when it ends, shown in its evidence) and returns its name. A
+        creation refused for a reason that is a verdict (no RuntimeClass) raises it."""
+        self.run.hung.raise_if_hung(self.node)
+        ns, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        try:
+            self.run.spaces.create_pod(manifest)
+        except EnvironmentProblem as e:
+            refused = pods.creation_refused(name, self.node, e.message)
+            if refused is None:
+                raise
+            raise_for(refused.code, refused.message)
+        self._pods[name] = ns
+        self.evidence.pod(ns, name, manifest["spec"]["containers"][0]["name"])
+        return name
+
+    def log(self, name: str, tail: int | None = None) -> str:
+        return self.run.spaces.pod_log(self._pods[name], name, tail=tail)
+
+    def pod_state(self, name: str) -> dict | None:
+        """The pod as the run's pod watch last saw it."""
+        return self.run.spaces.pod_watch(self._pods[name]).get(name)
+
+    def events(self, name: str) -> list[dict]:
+        return self.run.spaces.events_for(self._pods[name], name)
+
+    # ------------------------------------------------------------ verbs that wait
+
+    def wait_running(self, *names: str, allow: tuple[str, ...] = ()) -> dict[str, dict]:
+        """Until every pod is Running or done (timeouts.podStart); a pod's known problem raises its verdict
+        unless its code is in `allow`."""
+        return self._wait(names, "running", "pod_start", allow)
+
+    def wait_done(self, *names: str, allow: tuple[str, ...] = ()) -> dict[str, dict]:
+        """Until every pod has ended (timeouts.podComplete)."""
+        return self._wait(names, "done", "pod_complete", allow)
+
+    def run_to_completion(self, manifest: dict, allow: tuple[str, ...] = ()) -> tuple[str, dict]:
+        """start + wait_done for one pod: its name and final state."""
+        name = self.start(manifest)
+        return name, self.wait_done(name, allow=allow)[name]
+
+    def _wait(self, names: tuple[str, ...], until: str, timeout: str, allow: tuple[str, ...]) -> dict[str, dict]:
+        spaces = {self._pods[n] for n in names}
+        if len(spaces) != 1:
+            raise ValueError(f"one wait covers pods of one namespace, got {sorted(spaces)}")
+        return wait_for_pods(self.run, self.node, spaces.pop(), list(names), until, timeout, allow, self.test)
+
+    def log_until(self, name: str, until: Callable[[str], bool] = lambda text: "== end ==" in text,
+                  tail: int | None = None, deadline_s: float = timing.LOG_READ_TIMEOUT_S) -> str:
+        """A Running probe prints, then sleeps: its log (its last `tail` lines) once `until` holds (by default the
+        end marker), or as it is after `deadline_s`."""
+        end = time.monotonic() + deadline_s
+        while True:
+            text = self.log(name, tail=tail)
+            if until(text) or time.monotonic() > end:
+                return text
+            time.sleep(timing.LOG_READ_EVERY_S)
+
+    def probe(self, tag: str, required: bool = True) -> dict:
+        """Runs the node probe (gpuconform/nodeprobe.py) here and returns its report. Not checked when the probe
+        may not run or printed no report; `required=False`: a missing report gives {} instead."""
+        hand_over(self.probe_off())  # before any namespace is made
+        ns = self.namespace(privileged=True)
+        name, _ = self.run_to_completion(pods.node_probe_pod(self.pod_name("nodeprobe", tag), ns, self.run_id,
+                                                             self.node, self.cfg, self.timeouts.pod_complete))
+        text = self.log(name)
+        report, problems = verdicts.probe_report(text)
+        self.note("node probe report", report or text[-2000:])
+        if not required:
+            return report or {}
+        hand_over(problems)
+        return report  # type: ignore[return-value]
+
+    def probe_off(self) -> list[verdicts.Finding]:
+        """Not checked when the node probe may not run: nodeProbe.enabled is off, or images.nodeProbe is not set
+        (fail closed: no default image runs as root beside the kubelet's sockets)."""
+        return (verdicts.not_checked(self.cfg.get("nodeProbe.enabled"), "nodeProbe.enabled is false: the kubelet's "
+                                     "record and the PCI hardware are not checked")
+                or verdicts.not_checked(bool(self.cfg.get("images.nodeProbe")), pods.NODE_PROBE_IMAGE_UNSET))
+
+    def node_status_caught_up(self, agrees: Callable[[dict], bool]) -> tuple[dict, float]:
+        """The node object once `agrees(node object)`, or as it is after one kubelet node-status period and 5 s of
+        slack, and the seconds waited. The node watch serves the polls: no requests while it is healthy."""
+        obj = self.node_object()
+        if agrees(obj):
+            return obj, 0.0
+        limit = verdicts.status_update_s(self.kubelet_config()) + 5.0
+        log(f"{self.node}: the node object disagrees with the kubelet's record; waiting up to {limit:.0f}s for its "
+            "next node status update")
+        start = time.monotonic()
+        while time.monotonic() - start < limit:
+            time.sleep(0.5)
+            obj = self.node_object()
+            if agrees(obj):
+                break
+        return obj, time.monotonic() - start
+
+    def take_every_gpu(self) -> None:
+        """From now on this check needs every free device of the node: waits until the node's other GPU checks
+        are done (latency: single samples beside other checks, then its burst alone)."""
+        self.turn.take_every_gpu()
+
+    def wait_for_rest_of_node(self) -> None:
+        """Returns once every other check on the node is done (a spans_run check)."""
+        self.turn.wait_for_rest_of_node()
+
+    # ------------------------------------------------------------ the end
+
+    def close(self) -> None:
+        """Once: a failed or erred check's evidence is collected while its pods exist, then the pods are deleted
+        (a failed check's stay for inspection under keepNamespaceOnFailure)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.exc is not None and not isinstance(self.exc, pytest.skip.Exception):
+            self.evidence.collect()
+        if bool(self.cfg.get("keepNamespaceOnFailure")) and is_failure(self.exc):
+            return
+        for name, ns in self._pods.items():
+            try:
+                self.run.spaces.delete_pod(ns, name)
+            except Exception:  # noqa: BLE001 - the namespace deletion at the end removes it anyway
+                pass

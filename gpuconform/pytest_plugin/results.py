@@ -1,0 +1,80 @@
+"""The results: each check's report gets its node, reason code, message and MUST statement as user properties (so
+JUnit XML carries them), environment errors show as errors, and one row per check and node is kept for the
+summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuconform import reasons
+from gpuconform.reasons import Verdict, code_of
+
+
+class Results:
+    """One row per check and node (test, check, node, outcome, reason, message, duration_s) from pytest's reports,
+    and the figures the checks measured."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+        self.measured: list[dict] = []  # each check's measurements (NodeCheck.measure), in result order
+        self.failed = False  # a check failed: keepNamespaceOnFailure keeps the namespaces
+
+    def add(self, report: pytest.TestReport) -> None:
+        if report.when == "call" and report.failed:
+            self.failed = True
+        if report.when == "call" or (report.when == "setup" and not report.passed):
+            props = dict(report.user_properties)
+            outcome = props.get("outcome") or ("error" if report.when == "setup" and report.failed else report.outcome)
+            msg = props.get("message", "")
+            if not msg and isinstance(report.longrepr, tuple):
+                msg = str(report.longrepr[2]).removeprefix("Skipped: ")
+            self.rows.append({"test": report.nodeid, "check": report.nodeid.split("::")[-1].split("[")[0],
+                              "node": props.get("node"), "outcome": outcome, "reason": props.get("reason"),
+                              "message": msg, "duration_s": round(report.duration, 3)})
+        if report.when == "call" and getattr(report, "measurements", None):
+            self.measured.append(report.measurements)
+
+    def latency(self) -> list[dict]:
+        """The latency samples the checks measured, in result order."""
+        return [m["latency"] for m in self.measured if m.get("latency")]
+
+
+def properties(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> list[tuple[str, Any]]:
+    """The outcome, reason code, message and MUST statement of one phase's report; rewrites a verdict's report
+    to its rendered text (the traceback adds nothing for auditors)."""
+    exc = call.excinfo.value if call.excinfo else None
+    code = None
+    props: list[tuple[str, Any]] = []
+    if exc is not None and report.when == "call" and not report.skipped:
+        props.append(("message", exc.message if isinstance(exc, Verdict)
+                      else call.excinfo.exconly().splitlines()[0][:500]))
+    if isinstance(exc, Verdict):
+        code = exc.code
+        report.longrepr = exc.render()
+        if exc.outcome == "error":
+            props.append(("outcome", "error"))
+    elif report.skipped and isinstance(report.longrepr, tuple):
+        code = code_of(str(report.longrepr[2]).removeprefix("Skipped: "))
+    if code:
+        props.append(("reason", code))
+    doc = getattr(getattr(item, "function", None), "__doc__", None) or ""
+    if report.when == "call" and "MUST:" in doc:
+        props.append(("must", " ".join(doc.split("MUST:", 1)[1].split())))
+    return props
+
+
+def status(report: pytest.TestReport) -> tuple[str, str, str] | None:
+    """An environment problem raised in the call phase shows as an error, not a failure."""
+    if report.when == "call" and report.failed and ("outcome", "error") in report.user_properties:
+        return "error", "E", "ERROR"
+    return None
+
+
+def certified_nodes(rows: list[dict], node_names: list[str]) -> list[str]:
+    per_node: dict[str, list[tuple[str, str | None]]] = {n: [] for n in node_names}
+    for r in rows:
+        if r["node"] in per_node:
+            per_node[r["node"]].append((r["outcome"], r["reason"]))
+    return [n for n, outs in per_node.items() if reasons.certified(outs)]
