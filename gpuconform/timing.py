@@ -13,7 +13,7 @@ All values are seconds unless the name says otherwise.
 
 from __future__ import annotations
 
-# ---------------------------------------------------- pod waits (gpuconform/waits.py, gpuconform/pytest_plugin/pod_runner.py)
+# ---------------------------------------------------- pod waits (gpuconform/waits.py, gpuconform/pytest_plugin/podwait.py)
 
 #: A problem seen on a Pending pod (unschedulable, image pull, container create error) must persist this long
 #: before it is a verdict: the scheduler and the kubelet retry, and a transient condition must not fail a check.

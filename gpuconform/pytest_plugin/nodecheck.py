@@ -82,13 +82,9 @@ class NodeCheck:
     def pods_on_node(self) -> list[dict]:
         return self.run.inventory.pods_on_node(self.node)
 
-    def free_gpus(self, beside_run_long: bool = False) -> int:
-        """Free devices of the node's GPU resource now; `beside_run_long`: the suite's own run-long pods' devices
-        count as free (they hold a device but no exclusive CPU: they fragment nothing)."""
-        if not beside_run_long:
-            return self.run.inventory.free_gpus(self.node)
-        others = [p for p in self.pods_on_node() if not pods.is_run_long(p, self.run_id)]
-        return counts.free_gpus(self.node_object(), self.resource, others)
+    def free_gpus(self) -> int:
+        """Free devices of the node's GPU resource now (one LIST of the node's pods)."""
+        return self.run.inventory.free_gpus(self.node)
 
     def granted(self, permission: str) -> bool:
         return self.run.optional.get(permission, False)
@@ -117,13 +113,16 @@ class NodeCheck:
         """Skipped (ENV-NODE-NOT-READY) on a NotReady or cordoned node."""
         hand_over(verdicts.unusable(self.gpu, 0))
 
-    def needs_free_gpus(self, need: int) -> int:
+    def needs_free_gpus(self, need: int, beside_run_long: bool = False) -> int:
         """Skipped on a NotReady or cordoned node, or one with fewer than `need` free devices (GPU-F07-BUSY).
-        Returns the free count."""
+        Returns the free count; `beside_run_long`: with the devices of the suite's own run-long pods counted as
+        free (they hold a device but no exclusive CPU: they fragment nothing)."""
         hand_over(verdicts.unusable(self.gpu, need))
-        free = self.free_gpus()
-        hand_over(verdicts.busy(self.gpu, free, need))
-        return free
+        node, on_node = self.node_object(), self.pods_on_node()
+        hand_over(verdicts.busy(self.gpu, counts.free_gpus(node, self.resource, on_node), need))
+        if beside_run_long:
+            on_node = [p for p in on_node if not pods.is_run_long(p, self.run_id)]
+        return counts.free_gpus(node, self.resource, on_node)
 
     def note(self, key: str, value: Any) -> None:
         """Evidence, shown when the check fails."""

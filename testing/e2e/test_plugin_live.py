@@ -1,4 +1,4 @@
-"""gpuconform.pytest_plugin.plugin against the local test bed, in a child pytest: evidence is collected only for failing tests,
+"""The pytest plugin against the local test bed, in a child pytest: evidence is collected only for failing tests,
 keepNamespaceOnFailure keeps the run namespace, and Ctrl-C / SIGTERM delete everything the run created.
 
 The child tests are tiny (one 0-GPU pod each) so these stay quick. Needs `make cluster-up`.
@@ -26,40 +26,37 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
 
 CHILD_TESTS = '''
 import pathlib, time
-from gpuconform.pytest_plugin.checks import raise_for
-from gpuconform import pods
+from gpuconform.pytest_plugin.handover import raise_for
 
 
-def probe(run, cfg, node, pod_runner, tag, command):
-    ns = run.ensure_namespace()
-    m = pods.probe_pod(f"live-{tag}", ns, run.run_id, "live", node, cfg, 0, deadline=120)
+def probe(check, tag, command):
+    m = check.probe_pod(f"live-{tag}", "live", 0, deadline=120)
+    m["metadata"]["name"] = f"live-{tag}"
     m["spec"]["containers"][0]["command"] = ["sh", "-c", command]
-    return pod_runner.create(m)
+    return check.start(m)
 
 
-def test_passes(run, cfg, gpu_node, pod_runner, evidence):
-    name = probe(run, cfg, gpu_node, pod_runner, "ok", "echo hello-from-ok")
-    pod_runner.wait([name], "done", "timeouts.podComplete", gpu_node)
+def test_passes(check):
+    check.wait_done(probe(check, "ok", "echo hello-from-ok"))
 
 
-def test_fails(run, cfg, gpu_node, pod_runner, evidence):
-    name = probe(run, cfg, gpu_node, pod_runner, "bad", "echo hello-from-bad")
-    pod_runner.wait([name], "done", "timeouts.podComplete", gpu_node)
+def test_fails(check):
+    check.wait_done(probe(check, "bad", "echo hello-from-bad"))
     raise_for("GPU-F04-OVERADVERTISED", "deliberate failure from the child test")
 
 
-def test_slow(run, cfg, gpu_node, pod_runner, evidence):
-    ns = run.ensure_namespace()
-    m = pods.probe_pod("live-slow", ns, run.run_id, "live", gpu_node, cfg, 0, deadline=120)
+def test_slow(check):
+    m = check.probe_pod("live-slow", "live", 0, deadline=120)
+    m["metadata"]["name"] = "live-slow"
     c = dict(m["spec"]["containers"][0], name="init", command=["sleep", "17"])
     m["spec"]["initContainers"] = [c]
     m["spec"]["containers"][0]["command"] = ["true"]
-    pod_runner.wait([pod_runner.create(m)], "done", "timeouts.podComplete", gpu_node)
+    check.wait_done(check.start(m))
 
 
-def test_hangs(run, cfg, gpu_node, pod_runner, evidence):
-    name = probe(run, cfg, gpu_node, pod_runner, "hang", "sleep 300")
-    pod_runner.wait([name], "running", "timeouts.podStart", gpu_node)
+def test_hangs(check):
+    name = probe(check, "hang", "sleep 300")
+    check.wait_running(name)
     pathlib.Path("pod-running").write_text(name)
     time.sleep(300)
 '''
@@ -92,7 +89,8 @@ def child(pytester: pytest.Pytester):
     pytester.makeconftest(CHILD_CONFTEST)
     run_id = f"live-{secrets.token_hex(3)}"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KUBECONFIG": str(KUBECONFIG)}
-    argv = [sys.executable, "-m", "pytest", "-p", "gpuconform.pytest_plugin.plugin", "-p", "no:cacheprovider",
+    argv = [sys.executable, "-m", "pytest", "-p", "gpuconform.pytest_plugin.plugin", "-p", "fixtures.check",
+            "-p", "no:cacheprovider",
             "--gpuconform-config", str(CONFIG), "--gpuconform-run-id", run_id,
             "--gpuconform-summary", "summary.json"]
     yield pytester.path, run_id, env, argv

@@ -19,9 +19,7 @@ def test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node(check):
     """MUST: a Guaranteed pod with 1 exclusive CPU and 1 GPU is admitted, and its CPUs and GPU sit on one NUMA
     node (in-pod evidence: Cpus_allowed_list, node cpulists, the GPU's numa_node). numa_node -1 is N/A."""
     check.needs_nvidia_tooling("finding the GPU's PCI NUMA node with nvidia-smi")
-    check.needs_free_gpus(1)
-    # the suite's own run-long pods hold a device but no exclusive CPU: they fragment nothing
-    free = check.free_gpus(beside_run_long=True)
+    free = check.needs_free_gpus(1, beside_run_long=True)  # a run-long pod's device is not fragmentation
     name, state = check.run_to_completion(check.probe_pod("numa", "numa", 1, guaranteed_cpus=1),
                                           allow=("GPU-F06-TOPOLOGY-AFFINITY",))
     check.hand_over(verdicts.admission_findings(check.node, state, free, check.gpu.advertised or 0,
