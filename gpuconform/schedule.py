@@ -32,11 +32,12 @@ class Bound:
 
 
 def lifetime(pod: dict) -> tuple[float, bool]:
-    """(seconds from creation to the pod's end, whether the timeline records that end); without one, to the last
-    timestamp it has (so still a lower bound)."""
-    times = [pod.get(k) for k in ("finished", "started", "scheduled", "created")]
+    """(seconds from creation to the pod's end, whether the timeline records that end): its containers' finish, or
+    else when the watch saw it deleted (a pod deleted while running holds its device until then); without either,
+    to the last timestamp it has (so still a lower bound)."""
+    times = [pod.get(k) for k in ("finished", "gone", "started", "scheduled", "created")]
     end = next((t for t in times if t is not None), pod["created"])
-    return max(end - pod["created"], 0.0), pod.get("finished") is not None
+    return max(end - pod["created"], 0.0), pod.get("finished") is not None or pod.get("gone") is not None
 
 
 def lower_bound(pods: list[dict], cleanup_s: float, exclusive: dict[str, str] = ALL_GPU_PODS) -> Bound:

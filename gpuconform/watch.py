@@ -42,6 +42,7 @@ class Watch:
     what: str = "objects"
     objects: dict[str, dict] = field(default_factory=dict)
     seen: dict[str, dict] = field(default_factory=dict)  # last state of every object ever seen (also after deletion)
+    gone_at: dict[str, float] = field(default_factory=dict)  # name -> wall time the watch saw its deletion
     version: int = 0  # bumped on every change; `changed` waits for it to move
     cond: threading.Condition = field(default_factory=threading.Condition)
     stopped: bool = False
@@ -106,6 +107,7 @@ class Watch:
                     with self.cond:
                         if ev["type"] == "DELETED":
                             self.objects.pop(obj.metadata.name, None)
+                            self.gone_at.setdefault(obj.metadata.name, time.time())
                         else:
                             self.objects[obj.metadata.name] = self.seen[obj.metadata.name] = to_dict(self.cluster.api, obj)
                         self.version += 1

@@ -62,3 +62,10 @@ def test_no_all_gpu_pods_leaves_the_cleanup():
     b = lower_bound([p for p in TIMELINE if p["check"] not in ("burst", "numa", "latency")], cleanup_s=2.0)
     assert (b.parts, b.seconds) == ((), 2.0)
     assert lower_bound([], cleanup_s=0.0).seconds == 0.0
+
+
+def test_a_pod_deleted_while_running_holds_its_device_until_the_watch_saw_it_gone():
+    held = {**pod("burst0", "burst", 7, 8), "gone": T0 + 12}
+    assert lifetime(held) == (5.0, True)
+    finished = {**pod("numa", "numa", 20, 21, 23), "gone": T0 + 30}
+    assert lifetime(finished) == (3.0, True)  # its containers' finish frees the device, not the later deletion
