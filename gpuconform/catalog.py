@@ -13,9 +13,9 @@ class Check:
     name: str  # the test function
     must: str  # what it requires, in one line (its docstring's MUST says it in full)
     start_counters: bool = False  # the kubelet's counters are read on its node before any check starts
-    # The pods it makes while it holds every GPU of its node: (their gpuconform.dev/check label, name prefix). The
-    # prefix picks the latency check's burst; its single samples run beside other checks.
-    all_gpu_pods: tuple[str, str] | None = None
+    # Its pods' gpuconform.dev/check label when it holds every GPU of its node at some point (`gpus("all")`, or
+    # `then="all"`): no two such checks overlap on a node, nor does one overlap any device held for it.
+    exclusive: str | None = None
 
 
 CHECKS = (
@@ -40,16 +40,16 @@ CHECKS = (
     Check("test_gpu_access_held_through_the_run_survives_to_its_end", "a pod holding one GPU through the run still "
           "sees it at the end.", start_counters=True),
     Check("test_burst_allocates_every_free_gpu_once_and_one_more_waits", "a burst of pods gets every free device "
-          "exactly once and one more pod stays Pending.", all_gpu_pods=("burst", "")),
+          "exactly once and one more pod stays Pending.", exclusive="burst"),
     Check("test_kubelet_topology_and_cpu_manager_policies_are_as_expected", "the kubelet runs the expected topology "
           "and CPU manager policies."),
     Check("test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node", "a Guaranteed GPU pod gets its CPUs and GPUs "
-          "on one NUMA node.", all_gpu_pods=("numa", "")),
+          "on one NUMA node.", exclusive="numa"),
     Check("test_gpu_pod_start_latency_is_under_thresholds", "GPU pod scheduling and start latencies stay under the "
-          "configured thresholds.", all_gpu_pods=("latency", "lat-b")),
+          "configured thresholds.", exclusive="latency"),
 )
 
 NAMES = tuple(c.name for c in CHECKS)
 START_COUNTERS = frozenset(c.name for c in CHECKS if c.start_counters)
 # pod label -> name prefix of the pods made while holding every GPU of the node (gpuconform/schedule.py)
-ALL_GPU_PODS = dict(c.all_gpu_pods for c in CHECKS if c.all_gpu_pods)
+EXCLUSIVE = tuple(c.exclusive for c in CHECKS if c.exclusive)

@@ -42,7 +42,10 @@ class Watch:
     what: str = "objects"
     objects: dict[str, dict] = field(default_factory=dict)
     seen: dict[str, dict] = field(default_factory=dict)  # last state of every object ever seen (also after deletion)
-    gone_at: dict[str, float] = field(default_factory=dict)  # name -> wall time the watch saw its deletion
+    # name -> wall time the watch first saw it, saw it end (phase Succeeded/Failed), saw it deleted
+    seen_at: dict[str, float] = field(default_factory=dict)
+    ended_at: dict[str, float] = field(default_factory=dict)
+    gone_at: dict[str, float] = field(default_factory=dict)
     version: int = 0  # bumped on every change; `changed` waits for it to move
     cond: threading.Condition = field(default_factory=threading.Condition)
     stopped: bool = False
@@ -105,11 +108,15 @@ class Watch:
                         continue
                     rv = obj.metadata.resource_version
                     with self.cond:
+                        now, name = time.time(), obj.metadata.name
+                        self.seen_at.setdefault(name, now)
                         if ev["type"] == "DELETED":
-                            self.objects.pop(obj.metadata.name, None)
-                            self.gone_at.setdefault(obj.metadata.name, time.time())
+                            self.objects.pop(name, None)
+                            self.gone_at.setdefault(name, now)
                         else:
-                            self.objects[obj.metadata.name] = self.seen[obj.metadata.name] = to_dict(self.cluster.api, obj)
+                            self.objects[name] = self.seen[name] = to_dict(self.cluster.api, obj)
+                            if (self.seen[name].get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                                self.ended_at.setdefault(name, now)
                         self.version += 1
                         self.cond.notify_all()
                 else:

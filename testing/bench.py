@@ -10,8 +10,8 @@ non-watch requests (pods/log, nodes/proxy), which the apiserver serves outside A
 Critical path = the slowest pod start the suite has to wait for (create -> container started, server clocks)
 plus cleanup (namespace deletion requested -> namespaces gone). Schedule lower bound = what one node's checks
 need at least, from the run's own pod timeline: the checks that hold every GPU of the node follow each other, so
-the sum of their slowest pod lifetimes, plus the same cleanup (gpuconform/schedule.py). Figures are printed,
-never asserted.
+the sum of their spans (first pod seen to last device freed), plus the same cleanup (gpuconform/schedule.py); it
+is compared with the wall time including that cleanup. Figures are printed, never asserted.
 
 `make bench-scale N=...` (`python testing/bench.py --scale N`, default N=1000): the node-level checks at scale.
 It creates N kwok GPU nodes `kwok-scale-<i>` spread over the bed's three kwok pools (plain, time-slicing,
@@ -111,8 +111,7 @@ def main() -> int:
     cleanup = summary.get("cleanup_s", 0.0) + tail
     critical = start_s + cleanup
     bound = schedule.lower_bound(summary.get("pods", []), cleanup)
-    terms = [f"{p.check} {p.seconds:.0f} s ({p.pod}{'' if p.ended else ', no end recorded: to its last timestamp'})"
-             for p in bound.parts] + [f"cleanup {cleanup:.1f} s"]
+    terms = [f"{p.check} {p.seconds:.1f} s ({p.first} .. {p.last})" for p in bound.parts] + [f"cleanup {cleanup:.1f} s"]
     node = bound.node or "the node"
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     rows = [
@@ -121,9 +120,10 @@ def main() -> int:
                           f"+ cleanup {cleanup:.1f} s (delete requests {summary.get('cleanup_s', 0):.1f} s, "
                           f"namespaces gone after {tail:.1f} s more)"),
         ("wall time / critical path", f"{wall / critical:.1f}x" if critical else "n/a"),
-        ("schedule lower bound (one node)", f"{bound.seconds:.1f} s = " + " + ".join(terms) + ": the slowest pod "
-                                            f"of each check holding every GPU of {node}, then cleanup"),
-        ("wall time / lower bound", f"{wall / bound.seconds:.2f}x (goal <= 1.2x)" if bound.seconds else "n/a"),
+        ("schedule lower bound (one node)", f"{bound.seconds:.1f} s = " + " + ".join(terms) + ": the span of "
+                                            f"each check holding every GPU of {node}, then cleanup"),
+        ("wall time + cleanup / lower bound", f"{(wall + tail) / bound.seconds:.2f}x (goal <= 1.2x)"
+                                              if bound.seconds else "n/a"),
         ("pods created", f"{len(summary.get('pods', []))} (timestamps have 1 s resolution)"),
         ("API requests (apiserver APF metric)", f"{requests:.0f} (flow schema {FLOW}; watches counted once, "
                                                  "pods/log and nodes/proxy reads bypass APF)"),

@@ -50,12 +50,12 @@ def test_the_table_is_the_checks_in_tests():
 
 def test_the_checks_holding_every_gpu_are_those_marked_so():
     found = checks_in_tests()
-    assert {c.name for c in catalog.CHECKS if c.all_gpu_pods} == {n for n, fn in found.items() if takes_every_gpu(fn)}
+    assert {c.name for c in catalog.CHECKS if c.exclusive} == {n for n, fn in found.items() if takes_every_gpu(fn)}
     for c in catalog.CHECKS:
-        if c.all_gpu_pods:  # the pod label is the one the check's body gives its pods
+        if c.exclusive:  # the pod label is the one the check's body gives its pods
             strings = {s.value for s in ast.walk(found[c.name]) if isinstance(s, ast.Constant)}
-            assert c.all_gpu_pods[0] in strings, c.name
-    assert catalog.ALL_GPU_PODS == {"burst": "", "numa": "", "latency": "lat-b"}
+            assert c.exclusive in strings, c.name
+    assert catalog.EXCLUSIVE == ("burst", "numa", "latency")
 
 
 def test_start_counters_name_catalogued_checks():
