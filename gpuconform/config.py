@@ -1,35 +1,7 @@
-"""The suite's configuration: one declarative schema (`FIELDS`) drives loading, validation, typed access and the
-generated reference (docs/config-reference.md, `make docs`).
-
-A field is one row: its dotted key, its kind (string, enum, integer, number, boolean, duration, list, mapping,
-or a union such as "auto or an integer"), its default, the environment variable that overrides it (derived
-from the key: nodes.expectedGpus -> GPUCONFORM_NODES_EXPECTED_GPUS) and its documentation. The kind knows how
-to read a value given as text (environment, `--gpuconform-set`), what it accepts and how to say so; a few rules
-that relate two fields are in `CROSS_RULES`. Nothing else in the code base knows a key's type or default.
-
-Precedence: CLI option > environment variable > config file > vendor preset > default. Every value is
-validated before any API call; an error is one line naming where the bad value came from (file and key, option,
-or variable). Unknown keys are rejected.
-
-Access: `Config.get("burst.samples")` returns the validated value (durations as written, e.g. "5s"),
-`Config.seconds("timeouts.podStart")` a duration in seconds. A key that is not in the schema raises KeyError at
-once, so a typo cannot read as a default. Pure functions that are handed the config (gpuconform/counts.py,
-gpuconform/pods.py) accept a Config or its plain `data` dict (a recorded config in the unit tests) through
-`view()`.
-
-Environment variables read outside this schema, and why they stay outside (`OUTSIDE_ENV`, also listed in the
-reference): GPUCONFORM_CONFIG names the config file itself, so it cannot be in it; GPUCONFORM_CONTEXT picks the
-kubeconfig context together with `--k8s-kubeconfig`, and like KUBECONFIG and the in-cluster
-KUBERNETES_SERVICE_HOST (Kubernetes client conventions, read in gpuconform/kube.py and gpuconform/cleanup.py)
-says which cluster to talk to, not how to judge it; GPUCONFORM_REPORT_DIR and GPUCONFORM_RETRIEVAL_WINDOW
-configure the in-cluster Job wrapper (manifests/gpuconform_job.py), which runs before pytest; the
-GPUCONFORM_BED_* / GPUCONFORM_GPUS / GPUCONFORM_KWOK_NODES / GPUCONFORM_NODE_NAME / GPUCONFORM_STATE
-variables configure the local test bed (localcluster/), not the suite. None of them may be a schema field's
-variable name (testing/unit/test_config.py checks).
-
-Fixed timing constants (poll intervals, grace periods, watch windows) are not configuration: they are in
-gpuconform/timing.py.
-"""
+"""The suite's configuration: one declarative schema (`FIELDS`) drives loading, validation, typed access
+(`cfg.get("burst.samples")`, `cfg.seconds(...)`, `cfg.timeouts.pod_start`) and the generated reference
+(docs/config-reference.md). Precedence, validation and the environment variables read outside the schema:
+docs/architecture.md, "Configuration"."""
 
 from __future__ import annotations
 

@@ -1,21 +1,6 @@
-"""Finding the device-plugin pod(s) on a GPU node without configuration.
-
-A device plugin is recognised by what it does, never by what it is called: it is a pod whose controller is a
-DaemonSet and that mounts the kubelet's device-plugins directory from the host (it must, to serve its socket
-next to kubelet.sock and reach the kubelet's Registration service; kubernetes pkg/kubelet/cm/devicemanager
-plugin/v1beta1/server.go). Labels are anyone's to write: a tenant's pod labelled like NVIDIA's chart would
-otherwise block certification (GPU-F08 with its own termination message in the verdict), make the plugin check
-pass where the real plugin is missing, and change the expected count through its args (Intel's
--shared-dev-num, gpuconform/counts.py). A hostPath volume, by contrast, is refused by Pod Security's baseline
-and restricted levels, so a tenant in an ordinary namespace cannot mount the directory. The labels of a
-documented install layout (gpuconform/vendors.py, with the upstream file of each) only name the layout; a pod
-carrying them that does not do the job is listed as a look-alike and never judged. Companion pods that share
-a chart's labels (GPU Feature Discovery, the MPS control daemon, validators, node labellers) and the GPU
-operator's sandbox device plugin (it mounts the directory too, but serves VMs, not containers) are never taken
-for the plugin. `plugin.namespace` restricts the search to one namespace (the namespace admins install the
-plugin into, which tenants cannot write to); `plugin.selector` narrows it to a selection, for clusters where
-more than one DaemonSet does a plugin's job.
-"""
+"""Finding the device-plugin pod(s) on a GPU node without configuration: by what it does (a DaemonSet's pod
+mounting the kubelet's device-plugins directory from the host), never by what it is called; labels only name the
+layout, look-alikes and companions are set aside. Why: docs/architecture.md, "Finding the device plugin"."""
 
 from __future__ import annotations
 

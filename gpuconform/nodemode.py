@@ -1,26 +1,6 @@
-"""Each GPU node's allocation path: how its GPUs reach pods, decided from that node's own objects only.
-
-`allocation_path(labels, capacity, allocatable, slices, vendor)` is pure: the node's labels, its capacity and
-allocatable, and the ResourceSlices that name the node (spec.nodeName) in; the path ("device-plugin", "dra",
-"none") out, with the reason and the label or object that said so. Discovery certifies only device-plugin nodes;
-the others are listed as left out with this reason (gpuconform/pytest_plugin/inventory.py), so they neither fail nor lower the
-coverage gate. DRA nodes get their own checks in a later issue; until then they are not certified and not failed.
-
-Facts (NVIDIA/gpu-operator a22dbf6; docs/vendors.md "Nodes without a container device plugin"):
-- controllers/state_manager.go: the operator sets `nvidia.com/gpu.present=true` on every NVIDIA node
-  (labelGPUNodes), and then the state labels of the node's workload config (gpuStateLabels). Only `container`
-  gets `nvidia.com/gpu.deploy.device-plugin=true`; `vm-passthrough` and `vm-vgpu` (label
-  `nvidia.com/gpu.workload.config`, read only while sandboxWorkloads is enabled: getWorkloadConfig) get
-  `nvidia.com/gpu.deploy.sandbox-device-plugin=true` (kata: `...kata-sandbox-device-plugin`) and lose the
-  container plugin's label. The sandbox plugin (DaemonSet `nvidia-sandbox-device-plugin-daemonset`) advertises
-  passthrough or vGPU devices under their own `nvidia.com/<device name>` resources, not `nvidia.com/gpu`, and also
-  mounts /var/lib/kubelet/device-plugins, so a pod with that mount there is no evidence of a container plugin.
-- A `nvidia.com/gpu.deploy.<operand>=false` label is honoured by the operator (addGPUStateLabels keeps an existing
-  value; controllers/nodelabeling_controller.go): `gpu.deploy.device-plugin=false` keeps the plugin off the node.
-- The DRA stack (GPUCluster) runs its kubelet plugin on nodes labelled `nvidia.com/gpu.deploy.dra-driver=true`
-  (state_manager.go, GPUCluster states); the NVIDIA DRA driver (NVIDIA/k8s-dra-driver-gpu, driver gpu.nvidia.com)
-  publishes ResourceSlices (resource.k8s.io/v1) for the node, and the node has no `nvidia.com/gpu` capacity.
-"""
+"""Each GPU node's allocation path ("device-plugin", "dra", "none"), decided from that node's own labels, capacity
+and the ResourceSlices naming it (pure). Only device-plugin nodes are certified; the others are left out with the
+reason. The rules and their upstream sources: docs/vendors.md, "Nodes without a container device plugin"."""
 
 from __future__ import annotations
 

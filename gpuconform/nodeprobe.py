@@ -1,23 +1,7 @@
-"""The node probe: what the kubelet and the host itself record about a GPU node, printed as one JSON report.
-
-What runs where: the suite (on a workstation or in its Job) starts a privileged-namespace pod on the GPU node
-(gpuconform/pods.py node_probe_pod) running `python3 -m gpuconform.nodeprobe ...` in the suite's own image, with
-the kubelet's directories and the host's sysfs mounted read-only. This program reads, on the node:
-
-1. the kubelet's PodResources API v1 on its unix socket: `List` (the device IDs assigned to each container of
-   every pod) and `GetAllocatableResources` (the healthy devices, with their NUMA nodes);
-2. the kubelet's device-manager checkpoint `<device-plugins>/kubelet_internal_checkpoint` (JSON, read only);
-3. the PCI tree `<sysfs>/bus/pci/devices`: the vendor's PCI functions, counted independently of the plugin.
-
-It prints one JSON document on one line and exits 0 even when parts fail; each part carries its own `error`
-(null or text), and the suite's verdicts (gpuconform/verdicts/kubelet_record.py) judge the report.
-
-Why only the stdlib and grpcio: the probe runs in a minimal, read-only pod, and the suite's image must not grow
-a protobuf toolchain or generated code for two tiny responses. grpcio's generic API sends the (empty) requests
-and returns the raw response bytes, which a small hand-written protobuf wire-format decoder reads, driven by a
-field-number table taken from the upstream proto. grpc is imported lazily, inside `call`, so the parsers (and
-the suite's verdicts, which import `gpu_functions`) load without grpcio.
-"""
+"""The node probe: what the kubelet and the host record about a GPU node (PodResources `List` and
+`GetAllocatableResources`, the device-manager checkpoint, the PCI tree), printed as one JSON report by a program run
+in a read-only privileged-namespace pod on the node; each part carries its own `error`. Stdlib plus grpcio with a
+small hand-written protobuf decoder: docs/architecture.md, "The node probe"."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""The one redaction rule: what the suite writes (report header and config dump, JSON summary, JUnit properties,
-pytest-metadata's environment table, exception text and tracebacks, log records) goes through `redact`.
-
-It hides
-- the value of every secret-looking key (is_secret_key: token, password, secret, key, cert, credential as whole
-  words of a camelCase/snake_case/kebab-case key) and the configured pull secrets (images.pullSecrets: the docs
-  promise them redacted), when `secret_keys` is given, as for a config or an environment table;
-- in all text: bearer and basic credentials, JWT-looking strings (ServiceAccount and OIDC tokens), credentials in
-  URLs (`https://user:token@host`, a CI variable such as GIT_URL), GitHub and GitLab tokens, `token=...` style
-  pairs, and every secret value met at run time (`remember`: the client's bearer token, whatever its shape).
-
-Keys naming or referencing a Secret (`secretName`, `...Ref`) hold no value and are kept, as are a bare `key`
-(a label or taint key). Redacting twice reads as redacting once.
-"""
+"""The one redaction rule: everything the suite writes (report, summary, JUnit properties, metadata, exception text,
+log records) goes through `redact`, which hides secret-looking keys' values, the configured pull secrets, and
+credentials in text (bearer/basic, JWTs, URL credentials, GitHub/GitLab tokens, secrets met at run time).
+Idempotent. What it covers and why: docs/security.md."""
 
 from __future__ import annotations
 

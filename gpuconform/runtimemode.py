@@ -1,28 +1,7 @@
 """How an NVIDIA install hands GPUs to workloads, recognised from the cluster's RuntimeClasses and the device plugin
-pod's device-list-strategy, and whether the configured `runtimeClassName` fits it (pure; the isolation check uses it
-to say when a pod that requested no GPU sees GPUs because of the configuration rather than the plugin).
-
-Upstream facts this follows (docs/vendors.md, "GPU operator runtime classes and CDI"):
-
-- NVIDIA/k8s-device-plugin v0.19.3 cmd/nvidia-device-plugin/main.go (`--device-list-strategy`, env
-  `DEVICE_LIST_STRATEGY`, a string slice whose default is `envvar`) and api/config/v1/consts.go (the values
-  `envvar`, `volume-mounts`, `cdi-annotations`, `cdi-cri`); api/config/v1/strategy.go AllCDIEnabled.
-- NVIDIA/gpu-operator v25.10.0 and head a22dbf6, controllers/object_controls.go: with CDI on (the default since
-  v25.10.0, deployments/gpu-operator/values.yaml `cdi.enabled: true`; off in v25.3.0) the plugin gets
-  `DEVICE_LIST_STRATEGY=cdi-annotations,cdi-cri` (transformDevicePluginCtrForCDI), the toolkit stops making `nvidia`
-  the default runtime (transformToolkitCtrForCDI: "The 'nvidia' runtime will be set as the runtime class for our
-  management containers"), and the RuntimeClasses `nvidia-cdi` and `nvidia-legacy` (assets/pre-requisites/
-  0210_runtime_class_legacy.yaml, 0220_runtime_class_cdi.yaml) are created beside `nvidia` (the ClusterPolicy's
-  `operator.runtimeClass`). With `cdi.nriPluginEnabled` (head only, no release yet) no RuntimeClass is created
-  (state_manager.go isStateEnabled "pre-requisites") and the operator's pods carry the annotation
-  `nvidia.cdi.k8s.io/container.<name>: management.nvidia.com/gpu=all` (setNRIPluginAnnotation).
-- NVIDIA/nvidia-container-toolkit v1.20.2 internal/config/image/cuda_image.go VisibleDevices and
-  internal/modifier/cdi.go newCDIModifier: every mode of the NVIDIA runtime (`nvidia`, `nvidia-cdi`,
-  `nvidia-legacy`) takes NVIDIA_VISIBLE_DEVICES from an unprivileged container while
-  accept-nvidia-visible-devices-envvar-when-unprivileged is true (its default), so a pod that requested no GPU
-  but sets NVIDIA_VISIBLE_DEVICES=all sees every GPU. Native CDI in containerd/CRI-O (no RuntimeClass) injects
-  only the CDI devices the plugin allocated.
-"""
+pod's device-list-strategy, and whether the configured `runtimeClassName` fits it (pure). The isolation check uses
+it to say when a pod that requested no GPU sees GPUs because of the configuration rather than the plugin. The
+upstream facts: docs/vendors.md, "GPU operator runtime classes and CDI"."""
 
 from __future__ import annotations
 

@@ -1,21 +1,7 @@
-"""Text the cluster wrote, made safe to show: event messages, termination messages, pod and plugin logs, node
-conditions reach the terminal, CI logs, JUnit and the HTML report, and any tenant can write some of it.
-
-Two dangers, one function each:
-- control characters: an ESC starts a terminal escape sequence (clear the screen, set the window title, move the
-  cursor over a verdict), NUL and BEL disturb terminals and XML, a bare CR makes a new line for the Azure
-  Pipelines agent (it reads lines with ReadLine), C1 controls are CSI/OSC in one byte, and the Unicode bidi
-  overrides reorder what a reader sees (CVE-2021-42574). `clean` writes each as a visible escape (`\\x1b`,
-  `\\u202e`); invalid UTF-8 (decoded with surrogateescape, or given as bytes) becomes `\\xff`. Newline and tab
-  stay: they structure logs and JSON dumps.
-- CI workflow commands: GitHub Actions acts on a line that starts, after leading whitespace, with `::`
-  (actions/runner ActionCommand.TryParseV2: `message.TrimStart()` then `StartsWith("::")`); the Azure Pipelines
-  agent on `##vso[` anywhere in a line (azure-pipelines-agent Command.TryParse: `message.IndexOf("##vso[")`).
-  `clean` rewrites `##vso[` as `**vso[` (the agent's own neutraliser does the same), and `quoted` / `continued`
-  put a non-blank prefix before every line of cluster text, so none starts with `::`.
-
-`clean` is idempotent: text cleaned twice reads as text cleaned once, so each boundary may clean again.
-"""
+"""Text the cluster wrote (events, termination messages, logs; any tenant can write some of it), made safe to show
+in a terminal, a CI log, JUnit and the HTML report: `clean` escapes control characters and bidi overrides and
+defuses `##vso[`; `quoted`/`continued` prefix every line so none starts a CI command. Idempotent. The threats and
+their sources: docs/security.md, "Cluster text on its way out"."""
 
 from __future__ import annotations
 
