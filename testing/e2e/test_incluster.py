@@ -213,7 +213,7 @@ def test_manifests_are_plain_least_privilege_and_restricted(tmp_path):
     """Static: what the pre-flight requires is exactly what the required ClusterRole grants; the optional
     nodes/proxy is apart; the runner namespace enforces restricted and is not a sweepable run namespace; the
     shipped config is valid."""
-    from gpuconform.pytest_plugin.session import OPTIONAL, REQUIRED
+    from gpuconform.pytest_plugin.preflight import OPTIONAL, REQUIRED
     from gpuconform import config
 
     objs = manifests()
@@ -242,7 +242,7 @@ def test_manifests_are_plain_least_privilege_and_restricted(tmp_path):
 
 
 def test_job_runs_the_suite_in_cluster_and_its_reports_can_be_fetched(suite_image, tmp_path):
-    from gpuconform.pytest_plugin.session import OPTIONAL
+    from gpuconform.pytest_plugin.preflight import OPTIONAL
 
     run_id = f"incluster-{secrets.token_hex(3)}"
     objs = bed_objects(run_id, window=300)
@@ -287,7 +287,7 @@ def test_job_runs_the_suite_in_cluster_and_its_reports_can_be_fetched(suite_imag
 
 
 def test_a_missing_permission_fails_the_job_with_exit_7_naming_it(suite_image):
-    from gpuconform.pytest_plugin.session import REQUIRED
+    from gpuconform.pytest_plugin.preflight import REQUIRED
 
     run_id = f"incluster-{secrets.token_hex(3)}"
     objs = bed_objects(run_id, window=0)
