@@ -458,12 +458,6 @@ def _gfd_mig_profiles(labels: dict[str, str], capacity: dict, domain: str) -> tu
     return profiles, mig_replicas, folded
 
 
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    message: str
-
-
 def advertised(node: dict, resource: str) -> tuple[int | None, int | None]:
     """(capacity, allocatable) of one resource in the node's status; None where it is absent."""
     st = node.get("status", {})
@@ -476,103 +470,6 @@ def extended_resources(node: dict) -> list[str]:
     return sorted(k for k in cap_all if "/" in k and not k.startswith(("hugepages-", "kubernetes.io/")))
 
 
-def registration_finding(node: dict, resource: str, exp: Expectation) -> Finding | None:
-    """Whether the plugin registered `resource` with this node's kubelet at all: GPU-F01 when the resource is absent
-    from capacity, GPU-F02 when its capacity or allocatable is 0 although devices are expected; None otherwise.
-    The one verdict behind both the capacity check (each resource) and the count check (before counting)."""
-    name = node["metadata"]["name"]
-    cap, alloc = advertised(node, resource)
-    want = exp.mig_profiles.get(resource, exp.advertised if resource == exp.resource else None)
-    if cap is None:
-        return Finding("GPU-F01-NOT-REGISTERED",
-                       f"{name}: {resource} is absent from node capacity although the node is a GPU node "
-                       f"({exp.describe()}; {exp.source}): the plugin never registered it with this kubelet (pod "
-                       f"Running is not proof of registration); extended resources present: "
-                       f"{extended_resources(node) or 'none'}")
-    if cap and alloc == 0 and (want is None or want > 0):
-        # The kubelet counts every registered device in capacity and only healthy ones in allocatable
-        # (kubernetes pkg/kubelet/cm/devicemanager/manager.go GetCapacity): the plugin is registered, every device
-        # is Unhealthy. NVIDIA's plugin v0.19.3 marks all of them so on any NVML event-wait error, such as a lost
-        # GPU (internal/rm/health.go checkHealth); the kubelet does the same for a plugin whose endpoint stopped.
-        return Finding("GPU-F03-UNHEALTHY-DEVICES",
-                       f"{name}: all {cap} {resource} devices are Unhealthy (capacity={cap}, allocatable=0; expected "
-                       f"{want if want is not None else '> 0'} healthy, {exp.source}): the plugin reported every "
-                       "device unhealthy (its log says why: an XID, an NVML error such as a lost GPU), or its "
-                       "endpoint stopped (the kubelet marks a stopped plugin's devices Unhealthy until it registers "
-                       "again)")
-    if (not cap or not alloc) and (want is None or want > 0):
-        return Finding("GPU-F02-CAPACITY-ZERO",
-                       f"{name}: {resource} capacity={cap} allocatable={alloc}, expected "
-                       f"{want if want is not None else '> 0'} ({exp.source}): the plugin lost or never "
-                       "re-established its registration")
-    return None
-
-
-def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None = None) -> list[Finding]:
-    """Compares what the node advertises with `exp`. An empty list means conformant."""
-    name = node["metadata"]["name"]
-    status = node.get("status", {})
-    cap_all, alloc_all = status.get("capacity", {}) or {}, status.get("allocatable", {}) or {}
-    cap, alloc = advertised(node, exp.resource)
-    out: list[Finding] = []
-    want = exp.advertised
-
-    if exp.mig_strategy == "mixed":
-        for res, n in sorted(exp.mig_profiles.items()):
-            got = qty(alloc_all.get(res))
-            if got != n:
-                out.append(Finding("GPU-F09-MIG-MISMATCH", f"{name}: {res} allocatable is {got if got is not None else 'absent'}, "
-                                   f"expected {n} (MIG strategy mixed)"))
-        if not exp.mig_profiles:
-            out.append(Finding("GPU-F09-MIG-MISMATCH", f"{name}: MIG strategy mixed but no nvidia.com/mig-*.count labels "
-                               "and no mig.profiles configured"))
-        # Under mixed, GPUs not in MIG mode stay nvidia.com/gpu (NVIDIA/k8s-device-plugin internal/rm/device_map.go);
-        # with MIG devices present at least one GPU is in MIG mode, so fewer whole GPUs than physical ones; the
-        # whole GPUs may be time-sliced (replicas from their GFD labels, internal/lm/mig-strategy.go newGPULabelers).
-        most = None if exp.physical is None else (exp.physical - 1) * exp.replicas
-        if not out and exp.mig_profiles and cap is not None and most is not None and cap > most:
-            per = f" x {exp.replicas} replicas" if exp.replicas > 1 else ""
-            out.append(Finding("GPU-F04-OVERADVERTISED", f"{name}: advertises {cap} whole {exp.resource} beside MIG "
-                               f"devices, but the node has {exp.physical} GPUs ({exp.source}) and at least one is "
-                               f"in MIG mode: at most {exp.physical - 1}{per} = {most}"))
-        if cap is not None and alloc is not None and cap > alloc:
-            out.append(Finding("GPU-F03-UNHEALTHY-DEVICES", f"{name}: {cap - alloc} of {cap} whole {exp.resource} "
-                               f"devices are Unhealthy (capacity={cap}, allocatable={alloc})"))
-        return out
-
-    if cap is None:
-        vendor = exp.resource.split("/")[0]
-        mig_keys = [k for k in extended_resources(node) if k.startswith(f"{vendor}/mig-") and (qty(cap_all[k]) or 0) > 0]
-        if mig_keys:
-            out.append(Finding("GPU-F09-MIG-MISMATCH",
-                               f"{name}: advertises MIG resources {mig_keys} (MIG strategy mixed) instead of "
-                               f"{exp.resource}, but the expected MIG strategy is {exp.mig_strategy}"))
-            return out
-    if (unregistered := registration_finding(node, exp.resource, exp)) is not None:
-        return [unregistered]
-    if alloc is not None and cap > alloc:
-        ids = f": {', '.join(unhealthy_ids)}" if unhealthy_ids else " (device IDs not found in the plugin log)"
-        out.append(Finding("GPU-F03-UNHEALTHY-DEVICES",
-                           f"{name}: {cap - alloc} of {cap} {exp.resource} devices are Unhealthy "
-                           f"(capacity={cap}, allocatable={alloc}){ids}"))
-    if want is not None:
-        shared = exp.replicas > 1
-        if cap > want:
-            maybe = (" (GPU Feature Discovery's count covers one GPU model: on a node with more than one model, "
-                     "enable the node probe so the PCI bus counts them all)" if may_count_one_model(node, exp) else "")
-            out.append(Finding("GPU-F04-OVERADVERTISED",
-                               f"{name}: advertises {cap} {exp.resource}, the hardware supports {want} "
-                               f"({exp.physical} GPUs x {exp.replicas} replicas; {exp.source}){maybe}"))
-        elif cap < want and shared and exp.physical is not None and cap == exp.physical:
-            out.append(Finding("GPU-F10-SHARING-MISMATCH",
-                               f"{name}: advertises {cap} {exp.resource} but labels say {exp.physical} GPUs shared "
-                               f"x {exp.replicas} replicas = {want}: the sharing config is not applied"))
-        elif cap < want:
-            out.append(Finding("GPU-F04-UNDERADVERTISED",
-                               f"{name}: advertises {cap} {exp.resource}, expected {want} ({exp.source})"))
-    return out
-
-
 def may_count_one_model(node: dict, exp: Expectation) -> bool:
     """Whether `exp`'s count is GFD's nvidia.com/gpu.count and the node advertises more than it allows: GFD labels
     one GPU model per node (the model whose labeler Go map order merges last: k8s-device-plugin v0.19.3 internal/lm/
@@ -580,23 +477,6 @@ def may_count_one_model(node: dict, exp: Expectation) -> bool:
     cap, _ = advertised(node, exp.resource)
     return (exp.vendor == vendors.NVIDIA and exp.mig_strategy == "none" and exp.source.startswith("GFD label")
             and exp.advertised is not None and cap is not None and cap > exp.advertised)
-
-
-def stale_resources(node: dict, exp: Expectation) -> list[Finding]:
-    """GPU resource keys of the same vendor that the configuration does not expect (left by an old config)."""
-    name = node["metadata"]["name"]
-    vendor = exp.resource.split("/")[0] + "/"
-    cap_all = node.get("status", {}).get("capacity", {}) or {}
-    expected = {exp.resource, *exp.mig_profiles}
-    if exp.vendor == vendors.INTEL and exp.resource in vendors.INTEL_DRIVER_RESOURCES:
-        expected |= set(vendors.INTEL_DRIVER_RESOURCES)  # i915 beside xe: one resource per driver (counts.intel_cards)
-    out = []
-    for k, v in sorted(cap_all.items()):
-        if k.startswith(vendor) and k not in expected and (qty(v) or 0) > 0 and vendors.is_gpu_resource(exp.vendor, k):
-            out.append(Finding("GPU-F04-STALE-RESOURCE",
-                               f"{name}: advertises {k}={v}, which the configuration does not expect "
-                               f"(expected resource keys: {sorted(expected)})"))
-    return out
 
 
 def free_gpus(node: dict, resource: str, pods: list[dict]) -> int:

@@ -2,7 +2,7 @@
 
 Every wait in a run reads one shared pod watch; the caller re-evaluates `step` whenever the watch reports a
 change (or at `Decision.wake_at`), so one watch serves any number of concurrent waits and no wait polls the
-API. The function takes the pod states, the clock and a `classify` callable (pods.classify with the node's
+API. The function takes the pod states, the clock and a `classify` callable (verdicts.classify with the node's
 events and free count fetched lazily by the caller) and returns a decision; it never sleeps or calls the API,
 so it is unit-tested with recorded pod objects.
 
@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .pods import TERMINAL_PHASES, PodProblem, is_running_or_terminal, is_terminal
+from .pods import TERMINAL_PHASES, is_running_or_terminal, is_terminal
+from .verdicts.common import Finding
 from .timing import PENDING_GRACE_S
 
 
@@ -46,7 +47,7 @@ class Progress:
 @dataclass(frozen=True)
 class Decision:
     kind: str  # "wait" | "done" | "allowed" | "problem" | "deleted" | "timeout"
-    problem: PodProblem | None = None
+    problem: Finding | None = None
     wake_at: float | None = None  # re-evaluate by then even if the watch reports nothing ("wait" only)
 
     @property
@@ -55,14 +56,14 @@ class Decision:
 
 
 def step(spec: Spec, progress: Progress, states: dict[str, dict | None], gone: set[str], now: float,
-         classify: Callable[[dict], PodProblem | None]) -> Decision:
+         classify: Callable[[dict], Finding | None]) -> Decision:
     """One evaluation of a wait. `states`: each awaited pod's latest object (None: not seen yet); `gone`: pods
     seen earlier and deleted since."""
     deadline = progress.started + spec.timeout_s
     wake = deadline
     for name in spec.names:
         if name in gone:
-            return Decision("deleted", PodProblem("ENV-API", f"pod {name} was deleted during the wait (by someone "
+            return Decision("deleted", Finding("ENV-API", f"pod {name} was deleted during the wait (by someone "
                                                   "else: the suite deletes its pods only after a check)"))
         p = states.get(name)
         if p is None:

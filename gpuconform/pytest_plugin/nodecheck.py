@@ -171,7 +171,7 @@ class NodeCheck:
         try:
             self.run.spaces.create_pod(manifest)
         except EnvironmentProblem as e:
-            refused = pods.creation_refused(name, self.node, e.message)
+            refused = verdicts.creation_refused(name, self.node, e.message)
             if refused is None:
                 raise
             raise_for(refused.code, refused.message)

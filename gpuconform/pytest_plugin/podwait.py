@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from gpuconform import kube, pods, timing, waits
+from gpuconform import kube, pods, timing, verdicts, waits
 from gpuconform.config import Timeouts
 from gpuconform.reasons import EnvironmentProblem
 
@@ -28,11 +28,11 @@ def wait_for_pods(run: Run, node: str, namespace: str, names: list[str], until: 
     next_note = progress.started + timing.PROGRESS_EVERY_S
     events = _EventReader(run)
 
-    def classify(p: dict) -> pods.PodProblem | None:
+    def classify(p: dict) -> verdicts.Finding | None:
         evs = events.of(p)
-        problem = pods.classify(p, evs)
+        problem = verdicts.classify(p, evs)
         if problem and problem.code == "GPU-F07-BUSY" and node in run.inventory.node_objs:
-            problem = pods.classify(p, evs, run.inventory.free_gpus(node))  # busy, or refused although free?
+            problem = verdicts.classify(p, evs, run.inventory.free_gpus(node))  # busy, or refused although free?
         return problem
 
     while True:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import counts, probes, runtimemode
-from ..counts import Expectation, Finding
+from ..counts import Expectation
 from ..probes import Gpu, exclusive_ids
-from .common import folded
+from .common import Finding, folded
+from .counts import check_counts, stale_resources
 
 
 def unhealthy_ids_needed(node: dict, exp: Expectation) -> bool:
@@ -19,10 +20,10 @@ def unhealthy_ids_needed(node: dict, exp: Expectation) -> bool:
 
 def count_findings(node: dict, exp: Expectation, plugin_logs: list[str] | None = None) -> list[Finding]:
     """Advertised = physical x replicas (or the MIG profile counts), no Unhealthy device, no stale GPU resource key
-    (counts.check_counts, counts.stale_resources), folded into one finding: the first code, the others listed.
+    (check_counts, stale_resources), folded into one finding: the first code, the others listed.
     `plugin_logs` (read where unhealthy_ids_needed) name the Unhealthy devices."""
     unhealthy = None if plugin_logs is None else [i for log in plugin_logs for i in counts.unhealthy_from_log(log)]
-    found = counts.check_counts(node, exp, unhealthy) + counts.stale_resources(node, exp)
+    found = check_counts(node, exp, unhealthy) + stale_resources(node, exp)
     if exp.advertised is None and exp.mig_strategy != "mixed":  # nothing to compare the count with: never a pass
         found.append(Finding("ENV-NOT-CHECKED", f"{node['metadata']['name']}: the node's GPU count is unknown "
                              f"({exp.source}): what it advertises ({counts.advertised(node, exp.resource)[0]} "

@@ -1,10 +1,19 @@
-"""Decisions every check area shares: whether a check can run here at all (the skips), and how findings that
-belong to one verdict are folded into one."""
+"""The Finding every verdict returns, and the decisions every check area shares: whether a check can run here at
+all (the skips), and how findings that belong to one verdict are folded into one."""
 
 from __future__ import annotations
 
-from ..counts import Finding
+from dataclasses import dataclass
+
 from ..nodes import GpuNode
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason a check does not pass: its reason code and a message naming the node and what was seen."""
+
+    code: str
+    message: str
 
 
 def not_checked(enabled: bool, why: str) -> list[Finding]:

@@ -22,7 +22,8 @@ from dataclasses import replace
 from typing import Any
 
 from .. import vendors
-from ..counts import Expectation, Finding, _count_label, qty
+from ..counts import Expectation, _count_label, qty
+from .common import Finding
 from ..nodeprobe import gpu_functions
 
 REPLICA_SEP = "::"

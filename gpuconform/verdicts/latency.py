@@ -4,7 +4,7 @@ kubelet's Allocate p99 from the delta of its histogram over the check."""
 from __future__ import annotations
 
 from .. import latency, metrics
-from ..counts import Finding
+from .common import Finding
 
 ALLOC_DURATION = "kubelet_device_plugin_alloc_duration_seconds"
 

@@ -4,7 +4,9 @@ counter, the plugin socket and the GPU operator's validator, each from what the 
 from __future__ import annotations
 
 from .. import metrics
-from ..counts import Expectation, Finding, registration_finding
+from ..counts import Expectation
+from .common import Finding
+from .counts import registration_finding
 from ..discovery import Found
 from ..nodes import condition
 

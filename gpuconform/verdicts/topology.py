@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from .. import metrics, probes
-from ..counts import Finding
+from .common import Finding
 
 # configz leaves out a field at its default; these are the kubelet's defaults (KubeletConfiguration v1beta1).
 KUBELET_DEFAULTS = {"topologyManagerPolicy": "none", "topologyManagerScope": "container", "cpuManagerPolicy": "none"}

@@ -7,8 +7,8 @@ import copy
 import pytest
 
 from gpuconform import config as gconfig
-from gpuconform.counts import (Expectation, check_counts, expectation, free_gpus, pod_request, stale_resources,
-                               unhealthy_from_log)
+from gpuconform.counts import Expectation, expectation, free_gpus, pod_request, unhealthy_from_log
+from gpuconform.verdicts.counts import check_counts, stale_resources
 
 UUID_A = "GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901"
 UUID_B = "GPU-8c4f2a1e-0d3b-4e5f-a617-2b8c9d0e1f23"

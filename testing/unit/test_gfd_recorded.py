@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from gpuconform import config as gconfig
-from gpuconform.counts import check_counts, expectation, may_count_one_model
+from gpuconform.counts import expectation, may_count_one_model
+from gpuconform.verdicts.counts import check_counts
 from gpuconform.verdicts import with_pci_count
 
 DATA = Path(__file__).parent / "data" / "gfd"

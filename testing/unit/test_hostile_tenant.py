@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from gpuconform import config as gconfig, discovery, pods
-from gpuconform.counts import check_counts, expectation
+from gpuconform.counts import expectation
+from gpuconform.verdicts.counts import check_counts
 from gpuconform.verdicts import plugin_findings
 
 DATA = Path(__file__).parent / "data"

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from gpuconform import config as gconfig, discovery, nodes, pods
-from gpuconform.counts import check_counts, expectation, stale_resources
+from gpuconform.counts import expectation
+from gpuconform.verdicts.counts import check_counts, stale_resources
 from gpuconform.verdicts import capacity_findings
 
 DATA = Path(__file__).parent / "data" / "layouts"

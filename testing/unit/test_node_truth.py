@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpuconform import config as gconfig
-from gpuconform.counts import check_counts, expectation, may_count_one_model, stale_resources
+from gpuconform.counts import expectation, may_count_one_model
+from gpuconform.verdicts.counts import check_counts, stale_resources
 from gpuconform.probes import Gpu, Mig
 from gpuconform.verdicts import (Seen, burst_findings, capacity_findings, count_findings, hardware_findings,
                                  isolation_findings, with_pci_count)

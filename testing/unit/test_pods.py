@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from gpuconform import config as gconfig, nodes, pods
+from gpuconform import verdicts
 from gpuconform.counts import Expectation
 from gpuconform.reasons import (REASONS, EnvironmentProblem, Verdict, Violation, code_of, skip_reason)
 
@@ -39,14 +40,14 @@ def test_unexpected_admission():
     p = recorded("Failed", "UnexpectedAdmissionError",
                  "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
                  "Requested: 1, Available: 0, which is unexpected")
-    prob = pods.classify(p, [])
+    prob = verdicts.classify(p, [])
     assert prob.code == "GPU-F05-UNEXPECTED-ADMISSION"
     assert "gpuconform-alloc-1" in prob.message and "gpu-a" in prob.message and "Requested: 1" in prob.message
 
 
 def test_topology_affinity():
     p = recorded("Failed", "TopologyAffinityError", "Resources cannot be allocated with Topology locality")
-    prob = pods.classify(p, [])
+    prob = verdicts.classify(p, [])
     assert prob.code == "GPU-F06-TOPOLOGY-AFFINITY" and "Topology locality" in prob.message
 
 
@@ -55,7 +56,7 @@ def test_image_pull():
            "state": {"waiting": {"reason": "ErrImagePull",
                                  "message": 'failed to pull and unpack image "docker.io/library/busybox:1.36": '
                                             "dial tcp: lookup registry-1.docker.io: no such host"}}}]
-    prob = pods.classify(recorded(container_statuses=cs), [])
+    prob = verdicts.classify(recorded(container_statuses=cs), [])
     assert prob.code == "GPU-F14-IMAGE-PULL"
     assert "busybox:1.36" in prob.message and "ErrImagePull" in prob.message and "no such host" in prob.message
 
@@ -64,9 +65,9 @@ def test_create_container_error_device():
     cs = [{"name": "probe", "image": "busybox:1.36",
            "state": {"waiting": {"reason": "CreateContainerError",
                                  "message": "failed to generate spec: device /dev/nvidia3 not found"}}}]
-    assert pods.classify(recorded(container_statuses=cs), []).code == "GPU-F12-INJECTION-FAILED"
+    assert verdicts.classify(recorded(container_statuses=cs), []).code == "GPU-F12-INJECTION-FAILED"
     cs[0]["state"]["waiting"]["message"] = "secret not found"
-    assert pods.classify(recorded(container_statuses=cs), []).code == "ENV-API"
+    assert verdicts.classify(recorded(container_statuses=cs), []).code == "ENV-API"
 
 
 # Constructed from the runtimes' error formats (containerd's CDI injection error, the NVIDIA hook's failure as
@@ -90,7 +91,7 @@ def test_runtime_injection_errors_are_injection_failures_with_the_runtimes_messa
     cs = [{"name": "vectoradd", "image": "cuda-sample", "state": {state: {"reason": reason, "message": message,
                                                                           **({"exitCode": 128} if state == "terminated"
                                                                              else {})}}}]
-    prob = pods.classify(recorded(phase="Failed" if state == "terminated" else "Pending", container_statuses=cs), [])
+    prob = verdicts.classify(recorded(phase="Failed" if state == "terminated" else "Pending", container_statuses=cs), [])
     assert prob.code == "GPU-F12-INJECTION-FAILED"
     assert reason in prob.message and message[-60:] in prob.message
 
@@ -98,14 +99,14 @@ def test_runtime_injection_errors_are_injection_failures_with_the_runtimes_messa
 def test_a_start_error_that_is_not_about_devices_is_an_environment_problem():
     cs = [{"name": "probe", "state": {"terminated": {"reason": "StartError", "exitCode": 128,
                                                      "message": 'exec: "sh": executable file not found in $PATH'}}}]
-    assert pods.classify(recorded(phase="Failed", container_statuses=cs), []).code == "ENV-API"
+    assert verdicts.classify(recorded(phase="Failed", container_statuses=cs), []).code == "ENV-API"
 
 
 def test_a_pod_refused_for_a_missing_runtime_class_is_an_injection_failure():
     msg = 'pods "vectoradd-n1" is forbidden: pod rejected: RuntimeClass "nvidia" not found'
-    prob = pods.creation_refused("vectoradd-n1", "n1", msg)
+    prob = verdicts.creation_refused("vectoradd-n1", "n1", msg)
     assert prob.code == "GPU-F12-INJECTION-FAILED" and msg in prob.message and "runtimeClassName" in prob.message
-    assert pods.creation_refused("p", "n1", 'pods "p" is forbidden: violates PodSecurity "restricted"') is None
+    assert verdicts.creation_refused("p", "n1", 'pods "p" is forbidden: violates PodSecurity "restricted"') is None
 
 
 CREATING = [{"name": "probe", "state": {"waiting": {"reason": "ContainerCreating"}}}]
@@ -125,7 +126,7 @@ def test_a_runtime_without_the_runtime_class_handler_is_an_injection_failure(mes
     p = recorded(conditions=SCHEDULED, container_statuses=CREATING)
     p["spec"].update({"nodeName": "gpu-a", "runtimeClassName": "nvidia"})
     assert pods.creating(p) and not pods.needs_events(p)
-    prob = pods.classify(p, [sandbox_event(message)])
+    prob = verdicts.classify(p, [sandbox_event(message)])
     assert prob.code == "GPU-F12-INJECTION-FAILED" and message in prob.message and "'nvidia'" in prob.message
 
 
@@ -133,7 +134,7 @@ def test_other_sandbox_failures_and_started_pods_are_left_to_the_wait():
     p = recorded(conditions=SCHEDULED, container_statuses=CREATING)
     p["spec"]["nodeName"] = "gpu-a"
     cni = sandbox_event('plugin type="bridge" failed (add): failed to allocate for range 0: no IP addresses available')
-    assert pods.classify(p, [cni]) is None
+    assert verdicts.classify(p, [cni]) is None
     assert pods.creating(recorded(conditions=SCHEDULED)) is False  # not bound to a node yet
     running = recorded(phase="Running", container_statuses=[{"name": "probe", "state": {"running": {}}}])
     running["spec"]["nodeName"] = "gpu-a"
@@ -178,7 +179,7 @@ def unschedulable(msg: str) -> list[dict]:
 
 
 def test_untolerated_taint():
-    prob = pods.classify(recorded(conditions=unschedulable(TAINT_MSG)), [])
+    prob = verdicts.classify(recorded(conditions=unschedulable(TAINT_MSG)), [])
     assert prob.code == "GPU-F15-UNTOLERATED-TAINT"
     assert "gpuconform.dev/maintenance" in prob.message and "gpu-a" in prob.message
 
@@ -189,26 +190,26 @@ INSUFFICIENT = ("0/4 nodes are available: 1 Insufficient nvidia.com/gpu, 3 node(
 
 
 def test_insufficient_gpu_busy():
-    prob = pods.classify(recorded(conditions=unschedulable(INSUFFICIENT)), [], free_on_node=0)
+    prob = verdicts.classify(recorded(conditions=unschedulable(INSUFFICIENT)), [], free_on_node=0)
     assert prob.code == "GPU-F07-BUSY" and "no free GPU" in prob.message
 
 
 def test_insufficient_gpu_with_free_gpus_is_not_schedulable():
-    prob = pods.classify(recorded(conditions=unschedulable(INSUFFICIENT)), [], free_on_node=2)
+    prob = verdicts.classify(recorded(conditions=unschedulable(INSUFFICIENT)), [], free_on_node=2)
     assert prob.code == "GPU-F07-NOT-SCHEDULABLE" and "2 GPU(s) looked free" in prob.message
 
 
 def test_failed_scheduling_event_used_without_condition():
     ev = {"reason": "FailedScheduling", "type": "Warning", "message": INSUFFICIENT,
           "involvedObject": {"kind": "Pod", "name": "gpuconform-alloc-1"}}
-    assert pods.classify(recorded(), [ev], free_on_node=0).code == "GPU-F07-BUSY"
+    assert verdicts.classify(recorded(), [ev], free_on_node=0).code == "GPU-F07-BUSY"
     ev_v1 = {"reason": "FailedScheduling", "note": TAINT_MSG}
-    assert pods.classify(recorded(), [ev_v1]).code == "GPU-F15-UNTOLERATED-TAINT"
+    assert verdicts.classify(recorded(), [ev_v1]).code == "GPU-F15-UNTOLERATED-TAINT"
 
 
 def test_other_unschedulable_reason():
     msg = "0/4 nodes are available: 1 node(s) were unschedulable, 3 node(s) didn't match Pod's node affinity/selector."
-    assert pods.classify(recorded(conditions=unschedulable(msg)), []).code == "GPU-F07-NOT-SCHEDULABLE"
+    assert verdicts.classify(recorded(conditions=unschedulable(msg)), []).code == "GPU-F07-NOT-SCHEDULABLE"
 
 
 def test_taint_on_other_node_does_not_hide_busy_gpu():
@@ -216,17 +217,17 @@ def test_taint_on_other_node_does_not_hide_busy_gpu():
            "{node-role.kubernetes.io/control-plane: }, 1 node(s) didn't match Pod's node affinity/selector. "
            "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
            "2 Preemption is not helpful for scheduling.")
-    assert pods.classify(recorded(conditions=unschedulable(msg)), [], free_on_node=0).code == "GPU-F07-BUSY"
+    assert verdicts.classify(recorded(conditions=unschedulable(msg)), [], free_on_node=0).code == "GPU-F07-BUSY"
 
 
 def test_nothing_wrong():
-    assert pods.classify(recorded("Pending"), []) is None
-    assert pods.classify(recorded("Running"), []) is None
-    assert pods.classify(recorded("Succeeded"), []) is None
+    assert verdicts.classify(recorded("Pending"), []) is None
+    assert verdicts.classify(recorded("Running"), []) is None
+    assert verdicts.classify(recorded("Succeeded"), []) is None
 
 
 def test_other_failure_is_env_api():
-    prob = pods.classify(recorded("Failed", "DeadlineExceeded", "Pod was active on the node longer than the "
+    prob = verdicts.classify(recorded("Failed", "DeadlineExceeded", "Pod was active on the node longer than the "
                                   "specified deadline"), [])
     assert prob.code == "ENV-API" and "DeadlineExceeded" in prob.message
 
@@ -424,10 +425,10 @@ def test_a_node_out_of_cpu_is_busy_not_a_gpu_scheduling_failure():
     (kube-scheduler noderesources fit: "Insufficient cpu"), so the node is busy, whatever its free GPUs."""
     msg = ("0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't match Pod's node affinity/selector. "
            "preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod")
-    prob = pods.classify(recorded(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+    prob = verdicts.classify(recorded(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                                "message": msg}]), [], free_on_node=3)
     assert prob.code == "GPU-F07-BUSY" and "node's cpu" in prob.message
     gpu = msg.replace("Insufficient cpu", "Insufficient nvidia.com/gpu")
-    prob = pods.classify(recorded(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+    prob = verdicts.classify(recorded(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                                "message": gpu}]), [], free_on_node=3)
     assert prob.code == "GPU-F07-NOT-SCHEDULABLE"

@@ -2,8 +2,8 @@
 says where it came from.
 
 The codes a check can raise are the ones its verdict functions yield (gpuconform/verdicts/, and what they call:
-counts.py's count and registration findings, nodes.GpuNode.skip_reason, probes.CUDA_CAUSES); pods.classify and
-the wait engine (pods.py, waits.py) have their own tests (test_pods.py, test_waits.py)."""
+nodes.GpuNode.skip_reason, probes.CUDA_CAUSES); the pod verdicts are tested in test_pods.py, the wait engine
+(waits.py) in test_waits.py."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from gpuconform.reasons import REASONS
 
 ROOT = Path(__file__).resolve().parents[2]
 VERDICT_SOURCES = [*sorted((ROOT / "gpuconform" / "verdicts").glob("*.py")),
-                   *(ROOT / "gpuconform" / f for f in ("counts.py", "nodes.py", "probes.py"))]
-TESTS = sorted(Path(__file__).parent.glob("test_verdicts*.py"))
+                   *(ROOT / "gpuconform" / f for f in ("nodes.py", "probes.py"))]
+TESTS = sorted([*Path(__file__).parent.glob("test_verdicts*.py"), Path(__file__).parent / "test_pods.py"])
 CODE = re.compile(r'"((?:GPU|ENV)-[A-Z0-9-]+)"')
 
 
@@ -33,7 +33,7 @@ def test_verdict_functions_yield_known_codes_only():
 def test_every_code_a_verdict_can_yield_has_a_recorded_input_test():
     yielded = codes_in(VERDICT_SOURCES)
     tested = codes_in(p for p in TESTS if p.name != Path(__file__).name)
-    # a floor against an empty scan; the codes verdicts never yield come from pods.classify and apierrors
+    # a floor against an empty scan; the codes verdicts never yield come from apierrors and the wait engine
     assert len(yielded) >= 26, sorted(yielded)
     assert yielded <= tested, f"no unit test asserts {sorted(yielded - tested)}"
 

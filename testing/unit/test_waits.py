@@ -1,6 +1,7 @@
 """The pod wait engine's step function (gpuconform/waits.py) on recorded pod states."""
 
 from gpuconform import pods, waits
+from gpuconform import verdicts
 
 
 def pod(name, phase="Pending", **status):
@@ -14,7 +15,7 @@ IMAGE = {"containerStatuses": [{"name": "probe", "image": "x", "state": {"waitin
 
 
 def classify(p):
-    return pods.classify(p, [])
+    return verdicts.classify(p, [])
 
 
 def test_done_when_every_pod_is_there():

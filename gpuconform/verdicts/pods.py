@@ -1,0 +1,104 @@
+"""Pod verdicts: why a suite pod did not do what was asked (not scheduled, image, injection, sandbox, CUDA,
+deadline), from its status and events, and a pod creation refused for a reason that is a verdict."""
+
+from __future__ import annotations
+
+import re
+
+from .common import Finding
+
+IMAGE_WAITING = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"}
+# Why a container could not be created or started, as the kubelet reports it: waiting with one of these reasons
+# (kubelet pkg/kubelet/container/sync_result.go), or terminated with StartError (containerd, when the runtime
+# fails after the task was created, e.g. a prestart hook) or ContainerCannotRun.
+NOT_CREATED = {"CreateContainerError", "CreateContainerConfigError", "RunContainerError"}
+NOT_STARTED = {"StartError", "ContainerCannotRun"}
+# The runtime's words when it cannot inject a device, lower-cased: containerd/CRI-O "CDI device injection failed:
+# unresolvable CDI devices nvidia.com/gpu=..."; the NVIDIA runtime's prestart hook ("error running hook #0: ...
+# nvidia-container-cli: initialization error ..."); the runtime binary missing ('exec: "nvidia-container-runtime":
+# executable file not found'); any message about a device.
+INJECTION_WORDS = ("cdi", "nvidia-container", "error running hook", "prestart hook", "device")
+# The API server's RuntimeClass admission plugin refuses a pod naming a RuntimeClass that does not exist
+# (kubernetes plugin/pkg/admission/runtimeclass/admission.go: 'pod rejected: RuntimeClass "x" not found').
+_NO_RUNTIME_CLASS = re.compile(r'RuntimeClass "[^"]*" not found')
+
+
+# The kubelet's event when the runtime cannot set up a pod's sandbox (kubernetes pkg/kubelet/events/event.go
+# FailedCreatePodSandBox: "Failed to create pod sandbox: <the CRI error>"). A RuntimeClass whose handler the node's
+# runtime lacks (the NVIDIA toolkit not installed or not configured there) says so: containerd 'no runtime for
+# "nvidia" is configured' (internal/cri/server, getRuntime / getSandboxRuntime), CRI-O 'failed to find runtime
+# handler nvidia from runtime list ...' (internal/config, ValidateRuntimeHandler). The pod stays ContainerCreating
+# with no word in its status, so only the events tell.
+SANDBOX_FAILED = "FailedCreatePodSandBox"
+_NO_HANDLER = re.compile(r'no runtime for "[^"]*" is configured|runtime handler', re.I)
+
+
+def injection_failure(text: str) -> bool:
+    """Whether a runtime's error message is about injecting devices (CDI, the NVIDIA hook or runtime)."""
+    low = text.lower()
+    return any(w in low for w in INJECTION_WORDS)
+
+
+def creation_refused(name: str, node: str, message: str) -> Finding | None:
+    """A pod create refused because the RuntimeClass it names does not exist: the cluster cannot run GPU pods the
+    configured way (GPU-F12-INJECTION-FAILED), not an API outage."""
+    if _NO_RUNTIME_CLASS.search(message):
+        return Finding("GPU-F12-INJECTION-FAILED", f"pod {name} for {node} refused by the API server: {message} "
+                          "(runtimeClassName in the config names a RuntimeClass the cluster lacks)")
+    return None
+
+
+def classify(pod: dict, events: list[dict], free_on_node: int | None = None) -> Finding | None:
+    """Why a test pod is not Running/Succeeded, as a reason code; None when nothing is wrong (yet)."""
+    st = pod.get("status", {})
+    name, node = pod["metadata"]["name"], pod.get("spec", {}).get("nodeSelector", {}).get("kubernetes.io/hostname", "?")
+    reason, message = st.get("reason") or "", st.get("message") or ""
+    if st.get("phase") == "Failed" and reason == "UnexpectedAdmissionError":
+        return Finding("GPU-F05-UNEXPECTED-ADMISSION", f"pod {name} on {node} rejected by the kubelet: "
+                          f"UnexpectedAdmissionError: {message}")
+    if st.get("phase") == "Failed" and reason == "TopologyAffinityError":
+        return Finding("GPU-F06-TOPOLOGY-AFFINITY", f"pod {name} on {node} rejected by the kubelet: "
+                          f"TopologyAffinityError: {message}")
+    for cs in st.get("containerStatuses", []) or []:
+        w = (cs.get("state") or {}).get("waiting") or {}
+        if w.get("reason") in IMAGE_WAITING:
+            return Finding("GPU-F14-IMAGE-PULL", f"pod {name} on {node}: image {cs.get('image')} could not be "
+                              f"pulled ({w['reason']}: {(w.get('message') or '')[:300]})")
+        t = (cs.get("state") or {}).get("terminated") or {}
+        for why, text in ((w.get("reason"), w.get("message")), (t.get("reason"), t.get("message"))):
+            if why in NOT_CREATED or why in NOT_STARTED:
+                text = text or ""
+                code = "GPU-F12-INJECTION-FAILED" if injection_failure(text) else "ENV-API"
+                return Finding(code, f"pod {name} on {node}: container {cs.get('name')} {why}: {text[:500]}")
+    sandbox = [e for e in events if e.get("reason") == SANDBOX_FAILED and _NO_HANDLER.search(_note(e))]
+    if st.get("phase") == "Pending" and sandbox:
+        return Finding("GPU-F12-INJECTION-FAILED", f"pod {name} on {node}: the runtime has no handler for its "
+                          f"RuntimeClass {pod.get('spec', {}).get('runtimeClassName')!r}: {_note(sandbox[-1])[:500]}")
+    if st.get("phase") == "Pending":
+        sched = [e for e in events if e.get("reason") == "FailedScheduling"]
+        text = _note(sched[-1]) if sched else ""
+        for c in st.get("conditions", []) or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message"):
+                text = c["message"]
+        if text:
+            # "Insufficient" first: the message lists every node, and other nodes' taints must not hide a busy GPU.
+            short = re.findall(r"Insufficient ([a-z0-9./-]+)", text)
+            if short and not any("/" in r for r in short):  # cpu, memory, pods: the node is full, not its GPUs
+                return Finding("GPU-F07-BUSY", f"pod {name} not scheduled on {node}: other pods hold the node's "
+                                  f"{', '.join(sorted(set(short)))} ({text})")
+            if short:
+                if free_on_node:
+                    return Finding("GPU-F07-NOT-SCHEDULABLE", f"pod {name} not scheduled on {node} although "
+                                      f"{free_on_node} GPU(s) looked free: {text}")
+                return Finding("GPU-F07-BUSY", f"pod {name} not scheduled on {node}: no free GPU ({text})")
+            if re.search(r"untolerated taint", text):
+                return Finding("GPU-F15-UNTOLERATED-TAINT", f"pod {name} not scheduled on {node}: {text}")
+            return Finding("GPU-F07-NOT-SCHEDULABLE", f"pod {name} not scheduled on {node}: {text}")
+    if st.get("phase") == "Failed" and reason:
+        return Finding("ENV-API", f"pod {name} on {node} failed: {reason}: {message}")
+    return None
+
+
+def _note(event: dict) -> str:
+    """An event's text: core/v1 `message`, events.k8s.io/v1 `note`."""
+    return event.get("message") or event.get("note") or ""
