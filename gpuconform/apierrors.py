@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import urllib3
 from kubernetes.client.exceptions import ApiException
@@ -182,3 +183,13 @@ def api_error(exc: BaseException, doing: str) -> EnvironmentProblem:
         return EnvironmentProblem("ENV-API", f"{doing}: {reason[:300]}")
     return EnvironmentProblem("ENV-API", f"{doing}: {_transport(exc)} ({type(_cause(exc)).__name__}: "
                               f"{str(_cause(exc))[:200]})")
+
+
+@contextmanager
+def calling(doing: str) -> Iterator[None]:
+    """`with calling("listing nodes"): ...`: any failure of the API call(s) inside is raised as `api_error`'s
+    named EnvironmentProblem (from None: the client's traceback adds nothing for the reader)."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - every failure of an API call is named, none is swallowed
+        raise api_error(e, doing) from None

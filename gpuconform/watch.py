@@ -15,7 +15,7 @@ from kubernetes import watch as kwatch
 from kubernetes.client.exceptions import ApiException
 
 from . import timing
-from .apierrors import api_error, is_permanent
+from .apierrors import api_error, calling, is_permanent
 
 if TYPE_CHECKING:
     from .kube import Cluster
@@ -177,11 +177,9 @@ class Watch:
 def pod_watch(cluster: "Cluster", namespace: str, selector: str) -> Watch:
     """The watch over one namespace's pods carrying `selector`, started from a LIST made here (so a pod created
     after this returns is seen by the watch, also if it is deleted at once). Raises the LIST's error, named."""
-    try:
+    with calling(f"listing the run's pods in {namespace}"):
         lst = cluster.core.list_namespaced_pod(namespace, label_selector=selector,
                                                _request_timeout=cluster.request_timeout)
-    except Exception as e:  # noqa: BLE001
-        raise api_error(e, f"listing the run's pods in {namespace}") from None
     initial = [to_dict(cluster.api, p) for p in lst.items]
     return Watch(cluster, cluster.core.list_namespaced_pod, (namespace,), {"label_selector": selector},
                  what=f"pods-{namespace}").start(initial, lst.metadata.resource_version)

@@ -486,3 +486,26 @@ def test_real_client_retries_a_503_and_bounds_a_hanging_server(server, monkeypat
     assert took < 0.3 * kube.timing.API_CALL_DEADLINE_FACTOR + 0.3, took
     assert kube.api_error(e.value, "reading node slow").code == "ENV-API"
     assert "did not answer in time" in kube.api_error(e.value, "reading node slow").message
+
+
+# ------------------------------------------------------------------ one way to name a failed call (apierrors.calling)
+
+def test_calling_names_every_failure_of_the_call_inside_and_passes_a_verdict_through():
+    from gpuconform.apierrors import calling
+
+    with pytest.raises(kube.EnvironmentProblem) as e:
+        with calling("listing nodes"):
+            raise ApiException(status=403, reason="Forbidden")
+    assert e.value.code == "ENV-RBAC" and e.value.message.startswith("listing nodes: forbidden (403)")
+    assert e.value.__cause__ is None and e.value.__suppress_context__
+    with pytest.raises(kube.EnvironmentProblem) as e:
+        with calling("reading node n1"):
+            raise urllib3.exceptions.MaxRetryError(None, "/api", reason=ConnectionRefusedError("refused"))
+    assert e.value.code == "ENV-API" and e.value.message.startswith("reading node n1: ")
+    verdict = kube.EnvironmentProblem("ENV-TIMEOUT", "already named")
+    with pytest.raises(kube.EnvironmentProblem) as e:
+        with calling("x"):
+            raise verdict
+    assert e.value is verdict
+    with calling("nothing fails"):
+        pass
