@@ -3,8 +3,8 @@ testing/unit/test_kube.py without a cluster):
 
 - `should_retry`: may the request be repeated? Only what is safe to repeat is (the rule is in its docstring);
   gpuconform/kube.py's client applies it to every request, under a deadline.
-- `api_error`: what the failure is called: ENV-AUTH for rejected credentials (401), ENV-RBAC for a missing
-  permission (403 from the authorizer), ENV-API for everything else with a message that says which (server
+- `api_error`: what the failure is called: ERROR-AUTH for rejected credentials (401), ERROR-RBAC for a missing
+  permission (403 from the authorizer), ERROR-API for everything else with a message that says which (server
   unreachable: refused, DNS, connect timeout; no answer in time; connection dropped; TLS; refused by admission;
   HTTP status).
 """
@@ -160,28 +160,28 @@ _RBAC_DENIAL = re.compile(r"\bcannot \S+ (resource|path) ")
 def api_error(exc: BaseException, doing: str) -> EnvironmentProblem:
     """One clear environment error for a failed API call: its own code and what we were doing.
 
-    401 -> ENV-AUTH (the credentials were rejected); 403 from RBAC ('... cannot VERB RESOURCE') -> ENV-RBAC;
-    403 from admission (Pod Security, quota) and every other HTTP error -> ENV-API with the server's message;
-    transport errors -> ENV-API naming them (unreachable, refused, timed out, dropped, TLS)."""
+    401 -> ERROR-AUTH (the credentials were rejected); 403 from RBAC ('... cannot VERB RESOURCE') -> ERROR-RBAC;
+    403 from admission (Pod Security, quota) and every other HTTP error -> ERROR-API with the server's message;
+    transport errors -> ERROR-API naming them (unreachable, refused, timed out, dropped, TLS)."""
     if isinstance(exc, EnvironmentProblem):
         return exc
     if isinstance(exc, ApiException) and exc.status:
         msg = _status_message(exc)
         if exc.status == 401:
-            return EnvironmentProblem("ENV-AUTH", f"{doing}: the API server rejected the credentials (401 "
+            return EnvironmentProblem("ERROR-AUTH", f"{doing}: the API server rejected the credentials (401 "
                                       f"Unauthorized): the token expired or the kubeconfig user is wrong. {msg}".strip())
         if exc.status == 403:
             if _RBAC_DENIAL.search(msg) or not msg:
-                return EnvironmentProblem("ENV-RBAC", f"{doing}: forbidden (403): {msg or exc.reason or ''}".strip())
-            return EnvironmentProblem("ENV-API", f"{doing}: refused by admission (403): {msg}")
-        return EnvironmentProblem("ENV-API", f"{doing}: HTTP {exc.status} {exc.reason or ''} {msg}".strip())
+                return EnvironmentProblem("ERROR-RBAC", f"{doing}: forbidden (403): {msg or exc.reason or ''}".strip())
+            return EnvironmentProblem("ERROR-API", f"{doing}: refused by admission (403): {msg}")
+        return EnvironmentProblem("ERROR-API", f"{doing}: HTTP {exc.status} {exc.reason or ''} {msg}".strip())
     if isinstance(exc, ApiException):  # status 0: the REST layer's own errors (TLS, bad request shape)
         reason = str(exc.reason or "")
         if "SSL" in reason:
-            return EnvironmentProblem("ENV-API", f"{doing}: TLS handshake with the API server failed (wrong CA or "
+            return EnvironmentProblem("ERROR-API", f"{doing}: TLS handshake with the API server failed (wrong CA or "
                                       f"server name in the kubeconfig?): {reason.splitlines()[-1][:200]}")
-        return EnvironmentProblem("ENV-API", f"{doing}: {reason[:300]}")
-    return EnvironmentProblem("ENV-API", f"{doing}: {_transport(exc)} ({type(_cause(exc)).__name__}: "
+        return EnvironmentProblem("ERROR-API", f"{doing}: {reason[:300]}")
+    return EnvironmentProblem("ERROR-API", f"{doing}: {_transport(exc)} ({type(_cause(exc)).__name__}: "
                               f"{str(_cause(exc))[:200]})")
 
 

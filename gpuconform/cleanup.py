@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster = kube.connect(a.kubeconfig, a.context, 5, 10, 30)
     except Exception as e:  # noqa: BLE001 - kubeconfig problems come in many types
-        print(f"cleanup: [ENV-API] cannot build a Kubernetes client: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"cleanup: [ERROR-API] cannot build a Kubernetes client: {type(e).__name__}: {e}", file=sys.stderr)
         return 7
     try:
         found = cluster.core.list_namespace(label_selector=SELECTOR)

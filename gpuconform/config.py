@@ -452,7 +452,7 @@ SECTIONS: dict[str, str] = {
 
 # Docker's official busybox 1.36.1 by its multi-arch index digest, the one several public projects pin (read from
 # their sources; this repository's machines cannot reach the registry to resolve it again). A tag can be pushed
-# over; a digest names one image, and the pod fails with GPU-F14-IMAGE-PULL rather than run something else.
+# over; a digest names one image, and the pod fails with ERROR-F14-IMAGE-PULL rather than run something else.
 BUSYBOX = "busybox:1.36.1@sha256:73aaf090f3d85aa34ee199857f03fa3a95c8ede2ffd4cc2cdb5b94e566b11662"
 
 _TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -462,7 +462,7 @@ FIELDS: tuple[Field, ...] = (
           "a vendor profile from gpuconform/presets.py (table above), applied under this file's own keys"),
     Field("vendor", Enum(choices=("nvidia", "amd", "intel")), "nvidia",
           "which vendor tooling the workload probes may rely on; with amd or intel the probes that need NVIDIA "
-          "tooling report ENV-NOT-CHECKED"),
+          "tooling report NOTCHECKED-OPTIONAL"),
     Field("resourceName", Str(name="resource name", rule="must look like vendor.com/name", pattern=_RESOURCE,
                               required=True), "nvidia.com/gpu",
           "the extended resource the device plugin advertises and the test pods request (a node's sharing or MIG "
@@ -532,7 +532,7 @@ FIELDS: tuple[Field, ...] = (
     Field("images.nodeProbe", NODE_PROBE_IMAGE, "",
           "the node probe's image: the suite's own image (manifests/Dockerfile: Python with grpcio for the "
           "kubelet's PodResources API), built and pushed to your registry, ideally named by digest. No default: "
-          "until it is set the node probe's checks report ENV-NOT-CHECKED (node probe image not set) and pull "
+          "until it is set the node probe's checks report NOTCHECKED-OPTIONAL (node probe image not set) and pull "
           "nothing, since the probe runs as uid 0 beside the kubelet's sockets"),
     Field("images.pullPolicy", Enum(choices=("Always", "IfNotPresent", "Never")), "IfNotPresent",
           "imagePullPolicy of the test pods"),
@@ -546,7 +546,7 @@ FIELDS: tuple[Field, ...] = (
           "operator's own pods), the operator's NRI plugin (`cdi.nriPluginEnabled`, no RuntimeClass) and a "
           "standalone plugin with the NVIDIA toolkit as the node's default runtime: empty; GPU operator before "
           "v25.10.0 or with `cdi.enabled: false`: `nvidia` (its `operator.runtimeClass`). An NVIDIA runtime class on "
-          "a CDI install honours the pods' NVIDIA_VISIBLE_DEVICES=all: GPU-ISOLATION, explained as this setting "
+          "a CDI install honours the pods' NVIDIA_VISIBLE_DEVICES=all: FAIL-ISOLATION, explained as this setting "
           "(NVIDIA/gpu-operator controllers/object_controls.go, deployments/gpu-operator/values.yaml; "
           "docs/vendors.md). The privileged node probe never names one"),
     Field("tolerations", Tolerations(), _TOLERATIONS,

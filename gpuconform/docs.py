@@ -139,30 +139,35 @@ def config_reference() -> str:
 
 # ---------------------------------------------------------------- reason codes
 
-_OUTCOME = {
-    "fail": "a conformance violation: the plugin, kubelet or cluster configuration is wrong (test **failed**)",
-    "error": "the environment prevents a verdict (test **error**); fix the environment and rerun",
-    "skip": "not applicable now, with evidence (test **skipped**); a skip is not a pass, so the node is not "
+_CLASS = {
+    "fail": "`FAIL-`: a conformance violation: the plugin, kubelet or cluster configuration is wrong (test **failed**)",
+    "error": "`ERROR-`: the environment prevents a verdict (test **error**); fix the environment and rerun",
+    "skip": "`SKIP-`: not applicable now, with evidence (test **skipped**); a skip is not a pass, so the node is not "
             "certified",
+    "not checked": "`NOTCHECKED-`: an optional permission, probe or input is off or missing (test **skipped**); "
+                   "it does not cost the node its certification",
 }
 
 
 def reason_reference() -> str:
-    counts = {o: sum(r.outcome == o for r in REASONS.values()) for o in _OUTCOME}
+    counts = {c: sum(r.klass == c for r in REASONS.values()) for c in _CLASS}
     lines = [
         "# Troubleshooting by reason code", "",
         _NOTICE.format(sources="gpuconform/reasons.py (REASONS)"), "",
         "Every result that is not a pass carries one stable reason code. It appears in the terminal as "
         "`[CODE] message` followed by a `fix:` line, in the HTML report's *Reason* column (with the fix in the "
         "expanded row), as the JUnit property `reason`, and as `reason` in the JSON summary's `results`. Codes "
-        "are never renamed, so CI rules and dashboards can key on them.", "",
-        "Outcomes:", "",
+        "are never renamed, so CI rules and dashboards can key on them. A code's prefix says its outcome class.", "",
+        "The codes before this scheme (`GPU-...`, `ENV-...`) are aliases until the next release: the suite accepts "
+        "them wherever it reads a code (a baseline summary, a verdict), and the JSON summary writes each result's "
+        "old code beside its code as `reason_alias`.", "",
+        "Classes:", "",
     ]
-    lines += [f"- **{o}** ({counts[o]} codes): {text}." for o, text in _OUTCOME.items()]
-    lines += ["", f"## All {len(REASONS)} codes", "", "| code | outcome | what it means | what to do |",
-              "|---|---|---|---|"]
+    lines += [f"- **{c}** ({counts[c]} codes): {text}." for c, text in _CLASS.items()]
+    lines += ["", f"## All {len(REASONS)} codes", "",
+              "| code | class | what it means | what to do | alias until the next release |", "|---|---|---|---|---|"]
     for r in REASONS.values():
-        lines.append(f"| `{r.code}` | {r.outcome} | {_prose(r.title)} | {_prose(r.hint)} |")
+        lines.append(f"| `{r.code}` | {r.klass} | {_prose(r.title)} | {_prose(r.hint)} | `{r.alias}` |")
     return "\n".join(lines) + "\n"
 
 

@@ -6,8 +6,8 @@ that sends a request (`CountingApiClient.call_api`), so every call gets:
   attempt gets at most the time left (gpuconform/timing.py), and `deadline()` bounds a whole phase (cleanup);
 - retries only where gpuconform/apierrors.py's `should_retry` says repeating is safe (Retry-After honoured), and
   a named create that an earlier attempt already made is taken as created (409 AlreadyExists resolved);
-- permanent errors (401, 403, 404, 409, 422, TLS) raised at once; `api_error` names them (ENV-AUTH, ENV-RBAC,
-  ENV-API).
+- permanent errors (401, 403, 404, 409, 422, TLS) raised at once; `api_error` names them (ERROR-AUTH, ERROR-RBAC,
+  ERROR-API).
 
 Two kinds of "not yet" are kept apart (as grpc psm-interop does): a *transient API error* is retried here; a
 *condition not met yet* (pod still Pending) is waited for on a watch cache (gpuconform/watch.py) with a named
@@ -222,7 +222,7 @@ class Cluster:
     def pod_log(self, namespace: str, name: str, container: str | None = None, tail: int | None = None,
                 previous: bool = False) -> str:
         """A container's log as text. Read raw and decoded here: the generated client decodes strictly, so one
-        byte that is not UTF-8 (a binary write, a cut multi-byte character) would lose the whole log as ENV-API;
+        byte that is not UTF-8 (a binary write, a cut multi-byte character) would lose the whole log as ERROR-API;
         such bytes become U+FFFD and the rest of the log is kept."""
         resp = self.core.read_namespaced_pod_log(name, namespace, container=container, tail_lines=tail,
                                                  previous=previous, _request_timeout=self.request_timeout,

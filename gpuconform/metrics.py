@@ -9,7 +9,7 @@ from dataclasses import dataclass
 _LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+-?\d+)?$')
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 # Series that count: a counter or a histogram's buckets and count can be neither NaN nor negative; nor can the
-# process start time the registration check compares (a NaN there would read as a kubelet restart, GPU-F11).
+# process start time the registration check compares (a NaN there would read as a kubelet restart, F11).
 _COUNTING = ("_total", "_bucket", "_count", "process_start_time_seconds")
 
 Sample = tuple[str, tuple[tuple[str, str], ...], float]
@@ -17,7 +17,7 @@ Sample = tuple[str, tuple[tuple[str, str], ...], float]
 
 class Malformed(ValueError):
     """The text is not a Prometheus exposition a kubelet would serve (the message says where): its checks cannot
-    judge anything from it, which is said (ENV-NOT-CHECKED), never read as "no sample" (that would be GPU-F01)."""
+    judge anything from it, which is said (NOTCHECKED-OPTIONAL), never read as "no sample" (that would be F01)."""
 
 
 def parse(text: str) -> list[Sample]:

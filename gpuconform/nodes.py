@@ -57,11 +57,11 @@ class GpuNode:
     def skip_reason(self, need: int) -> tuple[str, str] | None:
         """(code, message) when the node cannot take a pod needing `need` GPUs; None when it can."""
         if not self.ready:
-            return "ENV-NODE-NOT-READY", f"{self.name} is NotReady"
+            return "SKIP-NODE-NOT-READY", f"{self.name} is NotReady"
         if not self.schedulable:
-            return "ENV-NODE-NOT-READY", f"{self.name} is cordoned (spec.unschedulable)"
+            return "SKIP-NODE-NOT-READY", f"{self.name} is cordoned (spec.unschedulable)"
         if need and self.advertised and self.free < need:
-            return "GPU-F07-BUSY", f"{self.name} has {self.free} free GPU(s) of {self.advertised}, the check needs {need}"
+            return "SKIP-F07-BUSY", f"{self.name} has {self.free} free GPU(s) of {self.advertised}, the check needs {need}"
         return None
 
 

@@ -5,7 +5,7 @@ Each preset states what the plugin is expected to advertise, so the counts check
 setup that was applied from one that was not (with sharing.strategy "auto" the GFD labels decide instead).
 AMD and Intel count GPUs from their own discovery labels (node labeller, NFD rules). Their workload
 probes (CUDA vector-add, nvidia-smi isolation/NUMA evidence) are NVIDIA tooling; with vendor amd/intel
-those checks report "not checked" (ENV-NOT-CHECKED) instead of a false verdict.
+those checks report "not checked" (NOTCHECKED-OPTIONAL) instead of a false verdict.
 """
 
 from __future__ import annotations

@@ -215,20 +215,20 @@ def fmt_cpus(cpus: set[int]) -> str:
 
 # CUDA error strings the vector-add sample prints, mapped to what a platform engineer should look at.
 CUDA_CAUSES = [
-    ("no CUDA-capable device is detected", "GPU-F12-DEVICE-NOT-INJECTED",
+    ("no CUDA-capable device is detected", "FAIL-F12-DEVICE-NOT-INJECTED",
      "the container sees no GPU: the runtime did not inject the allocated device"),
-    ("CUDA driver version is insufficient for CUDA runtime version", "GPU-F13-CUDA-FAILURE",
+    ("CUDA driver version is insufficient for CUDA runtime version", "FAIL-F13-CUDA-FAILURE",
      "host driver too old for the image's CUDA runtime: upgrade the driver or use an older CUDA image"),
-    ("system not yet initialized", "GPU-F13-CUDA-FAILURE",
+    ("system not yet initialized", "FAIL-F13-CUDA-FAILURE",
      "NVSwitch systems need nvidia-fabricmanager running (Fabric Manager not started)"),
-    ("forward compatibility was attempted on non supported HW", "GPU-F13-CUDA-FAILURE",
+    ("forward compatibility was attempted on non supported HW", "FAIL-F13-CUDA-FAILURE",
      "the image's CUDA forward-compat libs do not support this GPU: use a matching CUDA image"),
     # older CUDA runtimes print "all CUDA-capable devices are busy or unavailable", newer ones
     # "CUDA-capable device(s) is/are busy or unavailable": match the common tail.
-    ("busy or unavailable", "GPU-F13-CUDA-FAILURE",
+    ("busy or unavailable", "FAIL-F13-CUDA-FAILURE",
      "GPUs are in exclusive-process mode and busy, or MPS is misconfigured"),
-    ("out of memory", "GPU-F13-CUDA-FAILURE", "GPU memory is exhausted by another process (sharing oversubscribed?)"),
-    ("unknown error", "GPU-F13-CUDA-FAILURE", "driver/device fault: check dmesg for XID errors"),
+    ("out of memory", "FAIL-F13-CUDA-FAILURE", "GPU memory is exhausted by another process (sharing oversubscribed?)"),
+    ("unknown error", "FAIL-F13-CUDA-FAILURE", "driver/device fault: check dmesg for XID errors"),
 ]
 
 
@@ -248,6 +248,6 @@ def vector_add_result(log: str, exit_code: int | None) -> WorkloadResult:
             return WorkloadResult(False, code, f"{cause} (sample printed: {needle!r})")
     m = re.search(r"error code (.*?)\)!", log)  # the sample prints "(error code %s)!"; %s may hold "(s)"
     if m:
-        return WorkloadResult(False, "GPU-F13-CUDA-FAILURE", f"CUDA error {m.group(1)!r}: unmapped cause")
-    return WorkloadResult(False, "GPU-F13-CUDA-FAILURE",
+        return WorkloadResult(False, "FAIL-F13-CUDA-FAILURE", f"CUDA error {m.group(1)!r}: unmapped cause")
+    return WorkloadResult(False, "FAIL-F13-CUDA-FAILURE",
                           f"exit code {exit_code} without 'Test PASSED' and without a known CUDA error string")

@@ -63,7 +63,7 @@ def step(spec: Spec, progress: Progress, states: dict[str, dict | None], gone: s
     wake = deadline
     for name in spec.names:
         if name in gone:
-            return Decision("deleted", Finding("ENV-API", f"pod {name} was deleted during the wait (by someone "
+            return Decision("deleted", Finding("ERROR-API", f"pod {name} was deleted during the wait (by someone "
                                                   "else: the suite deletes its pods only after a check)"))
         p = states.get(name)
         if p is None:

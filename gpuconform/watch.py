@@ -1,7 +1,7 @@
 """A LIST+WATCH kept as a cache of objects by name (the run's pods per namespace, every node): every wait reads
 from it and is woken by its changes, no wait polls the API. Its errors are never swallowed: a permanent one
 (401/403/404), or failing without a success for WATCH_GIVE_UP_S, stops it and `raise_if_failed` raises it named
-(ENV-AUTH / ENV-RBAC / ENV-API); while it is failing `healthy` is False and `trouble()` says why, so readers
+(ERROR-AUTH / ERROR-RBAC / ERROR-API); while it is failing `healthy` is False and `trouble()` says why, so readers
 read the API directly or report the outage instead of timing out on a stale cache."""
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class Watch:
         return self.failed is None and self.broken_since is None
 
     def raise_if_failed(self, doing: str | None = None) -> None:
-        """Raises the watch's permanent error, named (ENV-AUTH, ENV-RBAC, ENV-API), when it has one."""
+        """Raises the watch's permanent error, named (ERROR-AUTH, ERROR-RBAC, ERROR-API), when it has one."""
         if self.failed is not None:
             raise api_error(self.failed, doing or f"watching {self.what}")
 

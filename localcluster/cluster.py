@@ -694,7 +694,7 @@ OPERATOR_NS, VALIDATOR = "gpu-operator", "nvidia-operator-validator"
 def operator_objects(failing: str = "") -> list[dict]:
     """The GPU operator's validator DaemonSet, as far as the suite sees it: init containers that validate the
     stack, then a Ready pod. `failing` makes the driver validation fail with that message (F16,
-    ENV-OPERATOR-NOT-READY)."""
+    ERROR-OPERATOR-NOT-READY)."""
     labels = {"app": VALIDATOR, "app.kubernetes.io/part-of": "gpuconform-localcluster"}
     restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     validate = f"echo '{failing}' | tee /dev/termination-log; exit 1" if failing else "echo driver validation passed"

@@ -1,5 +1,5 @@
 """Named faults for the local test bed: each breaks the cluster as one failure mode does (Fn: the number in the
-GPU-Fnn reason codes, docs/reason-codes.md; F16: ENV-OPERATOR-NOT-READY).
+Fnn reason codes, docs/reason-codes.md; F16: ERROR-OPERATOR-NOT-READY).
 
 Faults act only through real interfaces: the simulated plugin's ConfigMap (what a misbehaving plugin does),
 the kubelet's config file and restarts, node labels/taints (what GFD or an operator would set), the simulated

@@ -150,25 +150,25 @@ def synthetic_spec(n: int, latency_pods: int = 5, nodes_proxy: bool = True) -> d
     for i, node in enumerate(nodes):
         if i % 97 == 13:
             bad[f"test_advertised_gpus_match_the_hardware|{node}"] = [
-                "failed", "GPU-F04-OVERADVERTISED", f"{node}: nvidia.com/gpu capacity 16, expected 8 from "
+                "failed", "FAIL-F04-OVERADVERTISED", f"{node}: nvidia.com/gpu capacity 16, expected 8 from "
                 "nvidia.com/gpu.count=8 x replicas 1 (sharing.timeSlicing.replicas=2 in the plugin config?)"]
         if i % 149 == 7:
             bad[f"test_vector_add_succeeds_through_the_plugin|{node}"] = [
-                "error", "GPU-F14-IMAGE-PULL", f"{node}: pod vectoradd-{i} ImagePullBackOff: "
+                "error", "ERROR-F14-IMAGE-PULL", f"{node}: pod vectoradd-{i} ImagePullBackOff: "
                 "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0: dial tcp: lookup nvcr.io: i/o timeout"]
         if i % 211 == 50:
             for check in ("test_vector_add_succeeds_through_the_plugin", "test_pods_see_exactly_the_gpus_they_request",
                           "test_burst_allocates_every_free_gpu_once_and_one_more_waits",
                           "test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node",
                           "test_gpu_pod_start_latency_is_under_thresholds"):
-                bad[f"{check}|{node}"] = ["skipped", "ENV-NODE-NOT-READY", f"{node} is cordoned (unschedulable)"]
+                bad[f"{check}|{node}"] = ["skipped", "SKIP-NODE-NOT-READY", f"{node} is cordoned (unschedulable)"]
         if i % 331 == 100:
             bad[f"test_gpu_pod_start_latency_is_under_thresholds|{node}"] = [
-                "failed", "GPU-LATENCY-THRESHOLD", f"{node}: startP99 12.4 s > 10 s (n=5, p99 is the maximum)"]
+                "failed", "FAIL-LATENCY-THRESHOLD", f"{node}: startP99 12.4 s > 10 s (n=5, p99 is the maximum)"]
         if not nodes_proxy:
             for check, what in (("test_kubelet_counts_the_plugin_registration", "kubelet metrics"),
                                 ("test_kubelet_topology_and_cpu_manager_policies_are_as_expected", "kubelet configz")):
-                bad[f"{check}|{node}"] = ["skipped", "ENV-NOT-CHECKED", f"nodes/proxy not granted: {what} not checked"]
+                bad[f"{check}|{node}"] = ["skipped", "NOTCHECKED-OPTIONAL", f"nodes/proxy not granted: {what} not checked"]
     latency = []
     for i, node in enumerate(nodes[: n if latency_pods else 0]):
         pods = [{"pod": f"lat-s{j}-{node}", "schedule_s": 0.01 + 0.001 * ((i + j) % 7),

@@ -21,7 +21,7 @@ def parametrize(metafunc: pytest.Metafunc, names: list[str] | None) -> None:
         metafunc.parametrize("gpu_node", names, ids=names)
     else:
         metafunc.parametrize("gpu_node", [pytest.param(None, marks=pytest.mark.skip(
-            reason=skip_reason("ENV-NODE-NOT-READY", NO_GPU_NODES)))], ids=["no-gpu-nodes"])
+            reason=skip_reason("SKIP-NODE-NOT-READY", NO_GPU_NODES)))], ids=["no-gpu-nodes"])
 
 
 def deselect(config: pytest.Config, cfg: Config, items: list[pytest.Item]) -> None:

@@ -8,7 +8,7 @@ from typing import Iterable
 import pytest
 
 from gpuconform import verdicts
-from gpuconform.reasons import REASONS, EnvironmentProblem, Violation, skip_reason
+from gpuconform.reasons import EnvironmentProblem, Violation, lookup, skip_reason
 
 
 def hand_over(findings: Iterable[verdicts.Finding]) -> None:
@@ -21,7 +21,7 @@ def hand_over(findings: Iterable[verdicts.Finding]) -> None:
 def raise_for(code: str, message: str) -> None:
     """Raises the outcome a reason code stands for."""
     __tracebackhide__ = True
-    outcome = REASONS[code].outcome
+    outcome = lookup(code).outcome
     if outcome == "fail":
         raise Violation(code, message)
     if outcome == "error":

@@ -102,7 +102,7 @@ class NodeCheck:
         hand_over(findings)
 
     def needs(self, ok: bool, why: str) -> None:
-        """Not checked (ENV-NOT-CHECKED, with `why`) unless `ok`."""
+        """Not checked (NOTCHECKED-OPTIONAL, with `why`) unless `ok`."""
         hand_over(verdicts.not_checked(ok, why))
 
     def needs_nvidia_tooling(self, what: str) -> None:
@@ -110,11 +110,11 @@ class NodeCheck:
         hand_over(verdicts.nvidia_tooling(self.cfg.get("vendor"), what))
 
     def needs_usable_node(self) -> None:
-        """Skipped (ENV-NODE-NOT-READY) on a NotReady or cordoned node."""
+        """Skipped (SKIP-NODE-NOT-READY) on a NotReady or cordoned node."""
         hand_over(verdicts.unusable(self.gpu, 0))
 
     def needs_free_gpus(self, need: int, beside_run_long: bool = False) -> int:
-        """Skipped on a NotReady or cordoned node, or one with fewer than `need` free devices (GPU-F07-BUSY).
+        """Skipped on a NotReady or cordoned node, or one with fewer than `need` free devices (SKIP-F07-BUSY).
         Returns the free count; `beside_run_long`: with the devices of the suite's own run-long pods counted as
         free (they hold a device but no exclusive CPU: they fragment nothing)."""
         hand_over(verdicts.unusable(self.gpu, need))

@@ -18,7 +18,7 @@ def wait_for_pods(run: Run, node: str, namespace: str, names: list[str], until: 
                   allow: tuple[str, ...] = (), who: str = "a check") -> dict[str, dict]:
     """Waits until every pod is Running/done (`until`="running") or done ("done") within the timeouts attribute
     `timeout` ("pod_start", "pod_complete"), and returns their states. A pod that ends in a known problem raises
-    its verdict (unless its code is in `allow`); a timeout raises ENV-TIMEOUT with each pod's last state and marks
+    its verdict (unless its code is in `allow`); a timeout raises ERROR-TIMEOUT with each pod's last state and marks
     the node hung (`who`, the check, is named to its later checks)."""
     run.hung.raise_if_hung(node)
     watch = run.spaces.pod_watch(namespace)
@@ -31,14 +31,14 @@ def wait_for_pods(run: Run, node: str, namespace: str, names: list[str], until: 
     def classify(p: dict) -> verdicts.Finding | None:
         evs = events.of(p)
         problem = verdicts.classify(p, evs)
-        if problem and problem.code == "GPU-F07-BUSY" and node in run.inventory.node_objs:
+        if problem and problem.code == "SKIP-F07-BUSY" and node in run.inventory.node_objs:
             problem = verdicts.classify(p, evs, run.inventory.free_gpus(node))  # busy, or refused although free?
         return problem
 
     while True:
-        watch.raise_if_failed(f"watching the run's pods in {namespace}")  # ENV-AUTH / ENV-RBAC / ENV-API
+        watch.raise_if_failed(f"watching the run's pods in {namespace}")  # ERROR-AUTH / ERROR-RBAC / ERROR-API
         if run.cancelled.is_set():
-            raise EnvironmentProblem("ENV-TIMEOUT", "the run is ending (interrupted or stopped): wait abandoned")
+            raise EnvironmentProblem("ERROR-TIMEOUT", "the run is ending (interrupted or stopped): wait abandoned")
         version = watch.version  # read before the snapshot: a change after it wakes `changed` at once
         states, gone = watch.snapshot(spec.names)
         now = time.monotonic()
@@ -55,7 +55,7 @@ def wait_for_pods(run: Run, node: str, namespace: str, names: list[str], until: 
             msg = (f"timed out after {seconds:.0f}s ({key}) waiting for pods to be {until}; last states: "
                    + "; ".join(f"{n}: {kube.describe(states.get(n))}" for n in names))
             run.hung.mark(node, f"{who}: {msg}")
-            raise EnvironmentProblem("ENV-TIMEOUT", msg)
+            raise EnvironmentProblem("ERROR-TIMEOUT", msg)
         if now >= next_note:  # a live line every PROGRESS_EVERY_S of waiting, none for quick pods (quiet CI logs)
             log(f"{node}: {len(pending)} pod(s) not {until} after {now - progress.started:.0f}s (limit "
                 f"{seconds:.0f}s, {key}): {pending[0]}: {kube.describe(states.get(pending[0]))}"

@@ -25,19 +25,19 @@ def count_findings(node: dict, exp: Expectation, plugin_logs: list[str] | None =
     unhealthy = None if plugin_logs is None else [i for log in plugin_logs for i in counts.unhealthy_from_log(log)]
     found = check_counts(node, exp, unhealthy) + stale_resources(node, exp)
     if exp.advertised is None and exp.mig_strategy != "mixed":  # nothing to compare the count with: never a pass
-        found.append(Finding("ENV-NOT-CHECKED", f"{node['metadata']['name']}: the node's GPU count is unknown "
+        found.append(Finding("NOTCHECKED-OPTIONAL", f"{node['metadata']['name']}: the node's GPU count is unknown "
                              f"({exp.source}): what it advertises ({counts.advertised(node, exp.resource)[0]} "
                              f"{exp.resource}) was not compared with the hardware"))
     return folded(found)
 
 
 def vector_add_findings(node: str, pod: str, resource: str, log: str, exit_code: int | None) -> list[Finding]:
-    """The CUDA vector-add sample printed 'Test PASSED' and exited 0; otherwise its mapped cause (GPU-F12 when the
-    container saw no device, GPU-F13 for a CUDA failure), with the output's tail."""
+    """The CUDA vector-add sample printed 'Test PASSED' and exited 0; otherwise its mapped cause (F12 when the
+    container saw no device, F13 for a CUDA failure), with the output's tail."""
     result = probes.vector_add_result(log, exit_code)
     if result.passed:
         return []
-    return [Finding(result.code or "GPU-F13-CUDA-FAILURE", f"{node}: vector-add pod {pod} ({resource}) exited "
+    return [Finding(result.code or "FAIL-F13-CUDA-FAILURE", f"{node}: vector-add pod {pod} ({resource}) exited "
                     f"{exit_code}: {result.cause}; output tail: {log.strip()[-300:]!r}")]
 
 
@@ -89,33 +89,33 @@ def isolation_findings(node: str, zero: Seen, some: Seen, unit: str, per_device:
     time-sliced MIG devices, whose replicas may likewise be one MIG device. `mode` (gpuconform/runtimemode.py,
     read when the zero-request pod saw GPUs) and the configured `runtime_class`: where that class does not fit the
     install (an NVIDIA runtime class on a CDI install), the finding names the configuration as the cause. It stays
-    GPU-ISOLATION: any pod naming that class does see every GPU, but the plugin is not what let it."""
+    FAIL-ISOLATION: any pod naming that class does see every GPU, but the plugin is not what let it."""
     out: list[Finding] = []
     why = runtimemode.mismatch(mode, runtime_class) if mode is not None else None
     cause = (f"; caused by the configuration (runtimeClassName={runtime_class}), not the device plugin: {why} "
              f"[{mode.why}]") if why and mode is not None else ""
     if zero.dev or zero.gpus:
-        out.append(Finding("GPU-ISOLATION", f"{node}: pod {zero.pod} requested no GPU but sees {len(zero.dev)} device "
+        out.append(Finding("FAIL-ISOLATION", f"{node}: pod {zero.pod} requested no GPU but sees {len(zero.dev)} device "
                            f"node(s) {zero.dev} and {len(zero.gpus)} GPU(s) in nvidia-smi ({zero.env.strip()})"
                            + cause))
     n = some.requested
     if unit == "mig":
         migs = [m.uuid for g in some.gpus for m in g.migs]
         if len(migs) < (1 if per_device > 1 else n) or not some.dev:
-            out.append(Finding("GPU-F12-DEVICE-NOT-INJECTED", f"{node}: pod {some.pod} was granted {n} MIG device(s) "
+            out.append(Finding("FAIL-F12-DEVICE-NOT-INJECTED", f"{node}: pod {some.pod} was granted {n} MIG device(s) "
                                f"but sees {len(migs)} MIG device(s) and {len(some.dev)} device node(s) "
                                f"({some.env.strip()})"))
         elif len(migs) > n:
-            out.append(Finding("GPU-ISOLATION", f"{node}: pod {some.pod} requested {n} MIG device(s) but sees "
+            out.append(Finding("FAIL-ISOLATION", f"{node}: pod {some.pod} requested {n} MIG device(s) but sees "
                                f"{len(migs)}: {migs}" + cause))
         return out
     lo, hi = (1, n) if unit == "replica" else (n, n)
     if len(some.dev) < lo or len(some.gpus) < lo:
-        out.append(Finding("GPU-F12-DEVICE-NOT-INJECTED", f"{node}: pod {some.pod} was granted {n} "
+        out.append(Finding("FAIL-F12-DEVICE-NOT-INJECTED", f"{node}: pod {some.pod} was granted {n} "
                            f"{'replica(s)' if unit == 'replica' else 'GPU(s)'} but sees {len(some.dev)} device "
                            f"node(s) and {len(some.gpus)} in nvidia-smi ({some.env.strip()})"))
     elif max(len(some.dev), len(some.gpus)) > hi:
-        out.append(Finding("GPU-ISOLATION", f"{node}: pod {some.pod} requested {n} "
+        out.append(Finding("FAIL-ISOLATION", f"{node}: pod {some.pod} requested {n} "
                            f"{'replica(s)' if unit == 'replica' else 'GPU(s)'} but sees "
                            f"{max(len(some.dev), len(some.gpus))} GPU(s)" + cause))
     return out
@@ -129,48 +129,48 @@ def burst_findings(node: str, seen: list[Seen], per_device: int) -> tuple[list[F
     for s in seen:
         ids = s.ids
         if not ids:
-            out.append(Finding("GPU-F12-DEVICE-NOT-INJECTED", f"{node}: burst pod {s.pod} was granted 1 device but "
+            out.append(Finding("FAIL-F12-DEVICE-NOT-INJECTED", f"{node}: burst pod {s.pod} was granted 1 device but "
                                f"sees none ({s.env.strip()})"))
             continue
         if len(ids) > 1:
-            out.append(Finding("GPU-ISOLATION", f"{node}: burst pod {s.pod} was granted 1 device but sees "
+            out.append(Finding("FAIL-ISOLATION", f"{node}: burst pod {s.pod} was granted 1 device but sees "
                                f"{len(ids)}: {ids}"))
         for i in ids:
             owners.setdefault(i, []).append(s.pod)
     for dev, holders in sorted(owners.items()):
         if len(holders) > per_device:
             allowed = "1 pod" if per_device == 1 else f"{per_device} pods (its time-slicing replicas)"
-            out.append(Finding("GPU-DOUBLE-ALLOCATION", f"{node}: device {dev} is visible in {len(holders)} pods at "
+            out.append(Finding("FAIL-DOUBLE-ALLOCATION", f"{node}: device {dev} is visible in {len(holders)} pods at "
                                f"the same time ({', '.join(holders)}); it may be held by {allowed}"))
     return out, owners
 
 
 def extra_pod_findings(node: str, pod: dict, resource: str, held: int) -> list[Finding]:
-    """Pod N+1 of a burst that holds all `held` free devices must stay Pending (GPU-F04-OVERADVERTISED if not)."""
+    """Pod N+1 of a burst that holds all `held` free devices must stay Pending (FAIL-F04-OVERADVERTISED if not)."""
     phase = pod.get("status", {}).get("phase")
     if phase == "Pending":
         return []
-    return [Finding("GPU-F04-OVERADVERTISED", f"{node}: pod {pod['metadata']['name']} ({resource} #{held + 1}) reached "
+    return [Finding("FAIL-F04-OVERADVERTISED", f"{node}: pod {pod['metadata']['name']} ({resource} #{held + 1}) reached "
                     f"{phase} although all {held} free devices were held by the burst")]
 
 
 def access_findings(node: str, pod: str, first: Seen | None, last: Seen | None, rounds: int) -> list[Finding]:
     """A pod that held one device from the start of the run to its end sees at the end what it saw at the start
     (`first`, `last`: its first and last complete device check; `rounds`: how many it printed). Access lost in
-    between (device cgroup rules reset, e.g. by a systemd daemon-reload) is GPU-F12-ACCESS-LOST; a pod that never
-    saw its device is GPU-F12-DEVICE-NOT-INJECTED."""
+    between (device cgroup rules reset, e.g. by a systemd daemon-reload) is FAIL-F12-ACCESS-LOST; a pod that never
+    saw its device is FAIL-F12-DEVICE-NOT-INJECTED."""
     if first is None:
-        return [Finding("ENV-TIMEOUT", f"{node}: pod {pod} printed no complete device check")]
+        return [Finding("ERROR-TIMEOUT", f"{node}: pod {pod} printed no complete device check")]
     had = sorted(set(exclusive_ids(first.gpus)))
     if not had:
-        return [Finding("GPU-F12-DEVICE-NOT-INJECTED", f"{node}: pod {pod} was granted a device but saw none at the "
+        return [Finding("FAIL-F12-DEVICE-NOT-INJECTED", f"{node}: pod {pod} was granted a device but saw none at the "
                                                        f"start of the run ({first.env.strip()})")]
     if last is None or rounds < 2:
-        return [Finding("ENV-TIMEOUT", f"{node}: pod {pod} printed no device check after the node's other checks "
+        return [Finding("ERROR-TIMEOUT", f"{node}: pod {pod} printed no device check after the node's other checks "
                                        f"ended ({rounds} round(s) in all)")]
     has = sorted(set(exclusive_ids(last.gpus)))
     if has != had:
-        return [Finding("GPU-F12-ACCESS-LOST", f"{node}: pod {pod} saw {had} in nvidia-smi at the start of the run and "
+        return [Finding("FAIL-F12-ACCESS-LOST", f"{node}: pod {pod} saw {had} in nvidia-smi at the start of the run and "
                                                f"{has or 'no GPU'} at its end (round {rounds}; device nodes still "
                                                f"present: {last.dev or 'none'})")]
     return []

@@ -17,29 +17,29 @@ class Finding:
 
 
 def not_checked(enabled: bool, why: str) -> list[Finding]:
-    """ENV-NOT-CHECKED when an optional permission or probe the check needs is off (`why` says which)."""
-    return [] if enabled else [Finding("ENV-NOT-CHECKED", why)]
+    """NOTCHECKED-OPTIONAL when an optional permission or probe the check needs is off (`why` says which)."""
+    return [] if enabled else [Finding("NOTCHECKED-OPTIONAL", why)]
 
 
 def nvidia_tooling(vendor: str, what: str) -> list[Finding]:
-    """ENV-NOT-CHECKED on other vendors for a check whose in-pod evidence (`what`) comes from NVIDIA tools."""
+    """NOTCHECKED-OPTIONAL on other vendors for a check whose in-pod evidence (`what`) comes from NVIDIA tools."""
     if vendor == "nvidia":
         return []
-    return [Finding("ENV-NOT-CHECKED", f"vendor {vendor}: {what} relies on NVIDIA tooling; not checked")]
+    return [Finding("NOTCHECKED-OPTIONAL", f"vendor {vendor}: {what} relies on NVIDIA tooling; not checked")]
 
 
 def unusable(node: GpuNode, need: int) -> list[Finding]:
-    """ENV-NODE-NOT-READY (NotReady or cordoned) or GPU-F07-BUSY (fewer free devices than `need` when the run
+    """SKIP-NODE-NOT-READY (NotReady or cordoned) or SKIP-F07-BUSY (fewer free devices than `need` when the run
     started), from what discovery saw; nothing when the node can take the check's pods."""
     why = node.skip_reason(need)
     return [Finding(*why)] if why else []
 
 
 def busy(node: GpuNode, free: int, need: int) -> list[Finding]:
-    """GPU-F07-BUSY when the node has fewer free devices of its GPU resource than the check needs right now."""
+    """SKIP-F07-BUSY when the node has fewer free devices of its GPU resource than the check needs right now."""
     if free >= need:
         return []
-    return [Finding("GPU-F07-BUSY", f"{node.name} has {free} free {node.resource} now, the check needs {need}")]
+    return [Finding("SKIP-F07-BUSY", f"{node.name} has {free} free {node.resource} now, the check needs {need}")]
 
 
 def folded(findings: list[Finding]) -> list[Finding]:

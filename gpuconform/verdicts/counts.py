@@ -9,14 +9,14 @@ from .common import Finding
 
 
 def registration_finding(node: dict, resource: str, exp: Expectation) -> Finding | None:
-    """Whether the plugin registered `resource` with this node's kubelet at all: GPU-F01 when the resource is absent
-    from capacity, GPU-F02 when its capacity or allocatable is 0 although devices are expected; None otherwise.
+    """Whether the plugin registered `resource` with this node's kubelet at all: F01 when the resource is absent
+    from capacity, F02 when its capacity or allocatable is 0 although devices are expected; None otherwise.
     The one verdict behind both the capacity check (each resource) and the count check (before counting)."""
     name = node["metadata"]["name"]
     cap, alloc = advertised(node, resource)
     want = exp.mig_profiles.get(resource, exp.advertised if resource == exp.resource else None)
     if cap is None:
-        return Finding("GPU-F01-NOT-REGISTERED",
+        return Finding("FAIL-F01-NOT-REGISTERED",
                        f"{name}: {resource} is absent from node capacity although the node is a GPU node "
                        f"({exp.describe()}; {exp.source}): the plugin never registered it with this kubelet (pod "
                        f"Running is not proof of registration); extended resources present: "
@@ -26,14 +26,14 @@ def registration_finding(node: dict, resource: str, exp: Expectation) -> Finding
         # (kubernetes pkg/kubelet/cm/devicemanager/manager.go GetCapacity): the plugin is registered, every device
         # is Unhealthy. NVIDIA's plugin v0.19.3 marks all of them so on any NVML event-wait error, such as a lost
         # GPU (internal/rm/health.go checkHealth); the kubelet does the same for a plugin whose endpoint stopped.
-        return Finding("GPU-F03-UNHEALTHY-DEVICES",
+        return Finding("FAIL-F03-UNHEALTHY-DEVICES",
                        f"{name}: all {cap} {resource} devices are Unhealthy (capacity={cap}, allocatable=0; expected "
                        f"{want if want is not None else '> 0'} healthy, {exp.source}): the plugin reported every "
                        "device unhealthy (its log says why: an XID, an NVML error such as a lost GPU), or its "
                        "endpoint stopped (the kubelet marks a stopped plugin's devices Unhealthy until it registers "
                        "again)")
     if (not cap or not alloc) and (want is None or want > 0):
-        return Finding("GPU-F02-CAPACITY-ZERO",
+        return Finding("FAIL-F02-CAPACITY-ZERO",
                        f"{name}: {resource} capacity={cap} allocatable={alloc}, expected "
                        f"{want if want is not None else '> 0'} ({exp.source}): the plugin lost or never "
                        "re-established its registration")
@@ -53,10 +53,10 @@ def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None =
         for res, n in sorted(exp.mig_profiles.items()):
             got = qty(alloc_all.get(res))
             if got != n:
-                out.append(Finding("GPU-F09-MIG-MISMATCH", f"{name}: {res} allocatable is {got if got is not None else 'absent'}, "
+                out.append(Finding("FAIL-F09-MIG-MISMATCH", f"{name}: {res} allocatable is {got if got is not None else 'absent'}, "
                                    f"expected {n} (MIG strategy mixed)"))
         if not exp.mig_profiles:
-            out.append(Finding("GPU-F09-MIG-MISMATCH", f"{name}: MIG strategy mixed but no nvidia.com/mig-*.count labels "
+            out.append(Finding("FAIL-F09-MIG-MISMATCH", f"{name}: MIG strategy mixed but no nvidia.com/mig-*.count labels "
                                "and no mig.profiles configured"))
         # Under mixed, GPUs not in MIG mode stay nvidia.com/gpu (NVIDIA/k8s-device-plugin internal/rm/device_map.go);
         # with MIG devices present at least one GPU is in MIG mode, so fewer whole GPUs than physical ones; the
@@ -64,11 +64,11 @@ def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None =
         most = None if exp.physical is None else (exp.physical - 1) * exp.replicas
         if not out and exp.mig_profiles and cap is not None and most is not None and cap > most:
             per = f" x {exp.replicas} replicas" if exp.replicas > 1 else ""
-            out.append(Finding("GPU-F04-OVERADVERTISED", f"{name}: advertises {cap} whole {exp.resource} beside MIG "
+            out.append(Finding("FAIL-F04-OVERADVERTISED", f"{name}: advertises {cap} whole {exp.resource} beside MIG "
                                f"devices, but the node has {exp.physical} GPUs ({exp.source}) and at least one is "
                                f"in MIG mode: at most {exp.physical - 1}{per} = {most}"))
         if cap is not None and alloc is not None and cap > alloc:
-            out.append(Finding("GPU-F03-UNHEALTHY-DEVICES", f"{name}: {cap - alloc} of {cap} whole {exp.resource} "
+            out.append(Finding("FAIL-F03-UNHEALTHY-DEVICES", f"{name}: {cap - alloc} of {cap} whole {exp.resource} "
                                f"devices are Unhealthy (capacity={cap}, allocatable={alloc})"))
         return out
 
@@ -76,7 +76,7 @@ def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None =
         vendor = exp.resource.split("/")[0]
         mig_keys = [k for k in extended_resources(node) if k.startswith(f"{vendor}/mig-") and (qty(cap_all[k]) or 0) > 0]
         if mig_keys:
-            out.append(Finding("GPU-F09-MIG-MISMATCH",
+            out.append(Finding("FAIL-F09-MIG-MISMATCH",
                                f"{name}: advertises MIG resources {mig_keys} (MIG strategy mixed) instead of "
                                f"{exp.resource}, but the expected MIG strategy is {exp.mig_strategy}"))
             return out
@@ -84,7 +84,7 @@ def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None =
         return [unregistered]
     if alloc is not None and cap > alloc:
         ids = f": {', '.join(unhealthy_ids)}" if unhealthy_ids else " (device IDs not found in the plugin log)"
-        out.append(Finding("GPU-F03-UNHEALTHY-DEVICES",
+        out.append(Finding("FAIL-F03-UNHEALTHY-DEVICES",
                            f"{name}: {cap - alloc} of {cap} {exp.resource} devices are Unhealthy "
                            f"(capacity={cap}, allocatable={alloc}){ids}"))
     if want is not None:
@@ -92,15 +92,15 @@ def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None =
         if cap > want:
             maybe = (" (GPU Feature Discovery's count covers one GPU model: on a node with more than one model, "
                      "enable the node probe so the PCI bus counts them all)" if may_count_one_model(node, exp) else "")
-            out.append(Finding("GPU-F04-OVERADVERTISED",
+            out.append(Finding("FAIL-F04-OVERADVERTISED",
                                f"{name}: advertises {cap} {exp.resource}, the hardware supports {want} "
                                f"({exp.physical} GPUs x {exp.replicas} replicas; {exp.source}){maybe}"))
         elif cap < want and shared and exp.physical is not None and cap == exp.physical:
-            out.append(Finding("GPU-F10-SHARING-MISMATCH",
+            out.append(Finding("FAIL-F10-SHARING-MISMATCH",
                                f"{name}: advertises {cap} {exp.resource} but labels say {exp.physical} GPUs shared "
                                f"x {exp.replicas} replicas = {want}: the sharing config is not applied"))
         elif cap < want:
-            out.append(Finding("GPU-F04-UNDERADVERTISED",
+            out.append(Finding("FAIL-F04-UNDERADVERTISED",
                                f"{name}: advertises {cap} {exp.resource}, expected {want} ({exp.source})"))
     return out
 
@@ -116,7 +116,7 @@ def stale_resources(node: dict, exp: Expectation) -> list[Finding]:
     out = []
     for k, v in sorted(cap_all.items()):
         if k.startswith(vendor) and k not in expected and (qty(v) or 0) > 0 and vendors.is_gpu_resource(exp.vendor, k):
-            out.append(Finding("GPU-F04-STALE-RESOURCE",
+            out.append(Finding("FAIL-F04-STALE-RESOURCE",
                                f"{name}: advertises {k}={v}, which the configuration does not expect "
                                f"(expected resource keys: {sorted(expected)})"))
     return out

@@ -31,7 +31,7 @@ VFIO_DRIVERS = ("vfio-pci", "nvgrace_gpu_vfio_pci")  # what the GPU Operator bin
 
 
 def probe_report(log: str) -> tuple[dict[str, Any] | None, list[Finding]]:
-    """The node probe's JSON report from its log (the last line that parses as one), or ENV-NOT-CHECKED naming
+    """The node probe's JSON report from its log (the last line that parses as one), or NOTCHECKED-OPTIONAL naming
     what the probe printed instead (an image without gpuconform.nodeprobe, a crash)."""
     for line in reversed(log.strip().splitlines()):
         try:
@@ -40,7 +40,7 @@ def probe_report(log: str) -> tuple[dict[str, Any] | None, list[Finding]]:
             continue
         if isinstance(doc, dict) and "podResources" in doc:
             return doc, []
-    return None, [Finding("ENV-NOT-CHECKED", "the node probe printed no report (is images.nodeProbe the suite's own "
+    return None, [Finding("NOTCHECKED-OPTIONAL", "the node probe printed no report (is images.nodeProbe the suite's own "
                                              f"image, with gpuconform.nodeprobe?): {log.strip()[-400:] or '(no output)'}")]
 
 
@@ -78,10 +78,10 @@ def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict)
     """The vendor's GPU PCI functions (physical functions of class VGA or 3D controller: an independent count that
     GPU Feature Discovery and the plugin do not write) against the count label and what the node advertises.
 
-    - labels != PCI -> GPU-F04-LABEL-HARDWARE-MISMATCH (a GPU fell off the bus, or the labels are stale), with
+    - labels != PCI -> FAIL-F04-LABEL-HARDWARE-MISMATCH (a GPU fell off the bus, or the labels are stale), with
       what the node advertises against the PCI count;
-    - no count label -> the advertised count against PCI x replicas (GPU-F04-OVERADVERTISED / -UNDERADVERTISED;
-      GPU-F02-CAPACITY-ZERO for 0); where the labels agree with the PCI bus, the label-based count check has
+    - no count label -> the advertised count against PCI x replicas (FAIL-F04-OVERADVERTISED / -UNDERADVERTISED;
+      FAIL-F02-CAPACITY-ZERO for 0); where the labels agree with the PCI bus, the label-based count check has
       judged the advertised count against that very number, so this check confirms the labels and adds nothing;
     - MIG: the count label counts MIG devices under the single strategy, and MIG devices per GPU vary, so only
       mixed nodes compare the label, and neither compares the advertised count;
@@ -90,19 +90,19 @@ def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict)
       nvgrace_gpu_vfio_pci): neither NVML, GFD nor the container plugin sees them, so they are not counted;
     - no function of the vendor on the bus at all (not a GPU, not a bridge) is an integrated GPU (Jetson/Tegra: the
       NVIDIA plugin's tegra device has no PCI address, NVIDIA/k8s-device-plugin internal/rm/tegra_devices.go) or
-      a sysfsPath that is not the host's: the count is not checked (ENV-NOT-CHECKED), never a hardware failure.
+      a sysfsPath that is not the host's: the count is not checked (NOTCHECKED-OPTIONAL), never a hardware failure.
     Returns (findings, evidence)."""
     if exp.vendor not in vendors.PCI_VENDOR:
-        return [Finding("ENV-NOT-CHECKED", f"{node}: vendor {exp.vendor}: its GPUs' PCI classes are not known to the "
+        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: vendor {exp.vendor}: its GPUs' PCI classes are not known to the "
                                            "suite; the PCI count is not checked")], {}
     pci, err = _part(report, "pci")
     if err:
-        return [Finding("ENV-NOT-CHECKED", f"{node}: PCI hardware not read: {err}")], {}
+        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: PCI hardware not read: {err}")], {}
     functions = pci.get("functions", [])
     bridges = [f for f in functions if _is_bridge(f)]
     if len(bridges) == len(functions):
         seen = f" (only PCI bridges: {', '.join(b['address'] for b in bridges)})" if bridges else ""
-        return [Finding("ENV-NOT-CHECKED", f"{node}: no {exp.vendor} GPU or other device function under "
+        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: no {exp.vendor} GPU or other device function under "
                                            f"{pci.get('root')}/bus/pci/devices{seen}: an integrated GPU (Jetson/Tegra) "
                                            "is not a PCI function and its root ports are the vendor's bridges; or "
                                            "nodeProbe.sysfsPath is not the host's sysfs. The PCI count is not "
@@ -127,14 +127,14 @@ def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict)
     if one_model:
         ev["count label counts one model"] = f"{label}={label_n} of PCI models {models}"
     elif label_n is not None and label_n != hw:
-        out.append(Finding("GPU-F04-LABEL-HARDWARE-MISMATCH",
+        out.append(Finding("FAIL-F04-LABEL-HARDWARE-MISMATCH",
                            f"{node}: {label} says {label_n} GPU(s) but the PCI bus shows {hw} "
                            f"({', '.join(g['address'] for g in gpus) or 'none'}; {pci.get('root')}/bus/pci/devices)"))
     if (label_n is None or out or one_model) and exp.mig_strategy == "none" and cap is not None and \
             cap != hw * exp.replicas:
         per = f" x {exp.replicas} replicas" if exp.replicas > 1 else ""
-        code = ("GPU-F02-CAPACITY-ZERO" if cap == 0 else
-                "GPU-F04-OVERADVERTISED" if cap > hw * exp.replicas else "GPU-F04-UNDERADVERTISED")
+        code = ("FAIL-F02-CAPACITY-ZERO" if cap == 0 else
+                "FAIL-F04-OVERADVERTISED" if cap > hw * exp.replicas else "FAIL-F04-UNDERADVERTISED")
         out.append(Finding(code, f"{node}: capacity {exp.resource}={cap}, but the PCI bus shows {hw} GPU(s){per} "
                                  f"= {hw * exp.replicas}"))
     return out, ev
@@ -176,7 +176,7 @@ def reported_numa_findings(node: str, exp: Expectation, report: dict) -> list[Fi
     told = {n for d in devs for n in d.get("numa", [])}
     if not hw or not told or told <= hw:
         return []
-    return [Finding("GPU-NUMA-MISREPORTED", f"{node}: the plugin reports {', '.join(exp.resources)} devices on NUMA "
+    return [Finding("FAIL-NUMA-MISREPORTED", f"{node}: the plugin reports {', '.join(exp.resources)} devices on NUMA "
                                             f"{sorted(told)}, but the GPUs sit on NUMA {sorted(hw)} (sysfs numa_node)")]
 
 
@@ -184,7 +184,7 @@ def reported_numa_findings(node: str, exp: Expectation, report: dict) -> list[Fi
 
 def allocatable_findings(node: str, exp: Expectation, node_obj: dict, report: dict) -> tuple[list[Finding], dict]:
     """The kubelet's allocatable device list (healthy devices) per GPU resource against the node's allocatable;
-    devices counted in capacity but not in that list are Unhealthy (GPU-F03-UNHEALTHY-DEVICES), named where a pod
+    devices counted in capacity but not in that list are Unhealthy (FAIL-F03-UNHEALTHY-DEVICES), named where a pod
     still holds one (the checkpoint). An API the kubelet does not serve leaves the part unchecked (evidence)."""
     alloc, err = _part(report, "allocatable")
     if err:
@@ -201,14 +201,14 @@ def allocatable_findings(node: str, exp: Expectation, node_obj: dict, report: di
         ev[res] = {"kubelet allocatable list": len(ids), "node allocatable": node_alloc, "node capacity": cap,
                    "ids": sorted(ids)}
         if node_alloc is not None and node_alloc != len(ids):
-            out.append(Finding("GPU-KUBELET-RECORD-MISMATCH",
+            out.append(Finding("FAIL-KUBELET-RECORD-MISMATCH",
                                f"{node}: the kubelet's allocatable list has {len(ids)} {res} device(s), the node "
                                f"object says allocatable {node_alloc} (PodResources GetAllocatableResources)"))
         if cap is not None and cap > len(ids):
             gone = sorted({i for e in entries if e.get("resource") == res for i in e.get("ids", [])} - set(ids))
             named = (f"; held by pods though not healthy: {gone}" if gone
                      else " (the kubelet names none: see the plugin log)")
-            out.append(Finding("GPU-F03-UNHEALTHY-DEVICES",
+            out.append(Finding("FAIL-F03-UNHEALTHY-DEVICES",
                                f"{node}: capacity {res}={cap} but the kubelet lists {len(ids)} healthy device(s): "
                                f"{cap - len(ids)} Unhealthy{named}"))
     return out, ev
@@ -235,7 +235,7 @@ def status_update_s(kubelet_cfg: dict | None) -> float:
 def allocatable_agrees(exp: Expectation, node_obj: dict, report: dict) -> bool:
     """Whether the node object's allocatable equals the kubelet's allocatable list for every GPU resource (an
     unread list agrees: nothing to wait for)."""
-    return not any(f.code == "GPU-KUBELET-RECORD-MISMATCH" for f in allocatable_findings("", exp, node_obj, report)[0])
+    return not any(f.code == "FAIL-KUBELET-RECORD-MISMATCH" for f in allocatable_findings("", exp, node_obj, report)[0])
 
 
 # ------------------------------------------------------------------ assignments: List
@@ -260,12 +260,12 @@ def double_assignment_findings(node: str, report: dict, active: set[str] | None 
     such a finished pod from counting as a second holder; None counts every pod List shows."""
     pr, err = _part(report, "podResources")
     if err:
-        return [Finding("ENV-NOT-CHECKED", f"{node}: the kubelet's PodResources List was not read: {err}")]
+        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: the kubelet's PodResources List was not read: {err}")]
     live = {k: [w for w in v if active is None or w.rsplit("/", 1)[0] in active] for k, v in holders(report).items()}
     twice = {k: v for k, v in live.items() if len(v) > 1}
     if not twice:
         return []
-    return [Finding("GPU-DOUBLE-ALLOCATION", f"{node}: the kubelet assigned " + "; ".join(
+    return [Finding("FAIL-DOUBLE-ALLOCATION", f"{node}: the kubelet assigned " + "; ".join(
         f"{res} {dev} to {len(who)} containers ({', '.join(who)})" for (res, dev), who in sorted(twice.items())))]
 
 
@@ -288,19 +288,19 @@ def assignment_findings(node: str, report: dict, namespace: str, pod: str, conta
     got = assigned_to(report, namespace, pod, container)
     ev = {"kubelet assigned": got, "container sees": seen}
     if got is None:
-        return [Finding("GPU-KUBELET-RECORD-MISMATCH", f"{node}: the kubelet's PodResources List has no pod "
+        return [Finding("FAIL-KUBELET-RECORD-MISMATCH", f"{node}: the kubelet's PodResources List has no pod "
                                                        f"{namespace}/{pod}, which holds a {resource} device")], ev
     ids = got.get(resource, [])
     if not ids:
-        return [Finding("GPU-KUBELET-RECORD-MISMATCH", f"{node}: the kubelet's record assigns no {resource} device to "
+        return [Finding("FAIL-KUBELET-RECORD-MISMATCH", f"{node}: the kubelet's record assigns no {resource} device to "
                                                        f"{namespace}/{pod}/{container}, which requested one "
                                                        f"(it has: {got or 'nothing'})")], ev
     want = sorted({gpu_id(i) for i in ids})
     if not all(w.startswith(("GPU-", "MIG-")) for w in want):
-        return [Finding("ENV-NOT-CHECKED", f"{node}: the plugin names devices by index ({ids}), not by UUID "
+        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: the plugin names devices by index ({ids}), not by UUID "
                                            "(deviceIDStrategy=index): what the pod sees cannot be matched")], ev
     if sorted(set(seen)) != want:
-        return [Finding("GPU-KUBELET-RECORD-MISMATCH",
+        return [Finding("FAIL-KUBELET-RECORD-MISMATCH",
                         f"{node}: the kubelet assigned {resource} {ids} to {namespace}/{pod}/{container}, but the "
                         f"container sees {sorted(set(seen)) or 'no GPU'}: the plugin injected other devices than "
                         "it was asked for")], ev

@@ -50,7 +50,7 @@ def latency_properties(summary: dict) -> dict[str, float | None]:
 def latency_findings(node: str, times: list[latency.PodTimes], thresholds: dict[str, float],
                      alloc: metrics.Histogram | None, allocate_p99: float) -> list[Finding]:
     """Every configured threshold (scheduleP99, startP50, startP99 from server timestamps; allocateP99 from the
-    Allocate histogram delta's p99 bucket bound) holds; all violations in one GPU-LATENCY-THRESHOLD finding."""
+    Allocate histogram delta's p99 bucket bound) holds; all violations in one FAIL-LATENCY-THRESHOLD finding."""
     violations = latency.evaluate(times, thresholds)
     if alloc and alloc.count > 0:
         p99 = alloc.quantile_upper_bound(0.99)
@@ -59,5 +59,5 @@ def latency_findings(node: str, times: list[latency.PodTimes], thresholds: dict[
                                                 int(alloc.count), [("mean", alloc.sum / alloc.count)]))
     if not violations:
         return []
-    return [Finding("GPU-LATENCY-THRESHOLD", f"{node}: " + "; ".join(v.render() for v in violations)
+    return [Finding("FAIL-LATENCY-THRESHOLD", f"{node}: " + "; ".join(v.render() for v in violations)
                     + " (creation/start timestamps have 1 s resolution)")]

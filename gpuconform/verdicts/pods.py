@@ -41,9 +41,9 @@ def injection_failure(text: str) -> bool:
 
 def creation_refused(name: str, node: str, message: str) -> Finding | None:
     """A pod create refused because the RuntimeClass it names does not exist: the cluster cannot run GPU pods the
-    configured way (GPU-F12-INJECTION-FAILED), not an API outage."""
+    configured way (FAIL-F12-INJECTION-FAILED), not an API outage."""
     if _NO_RUNTIME_CLASS.search(message):
-        return Finding("GPU-F12-INJECTION-FAILED", f"pod {name} for {node} refused by the API server: {message} "
+        return Finding("FAIL-F12-INJECTION-FAILED", f"pod {name} for {node} refused by the API server: {message} "
                           "(runtimeClassName in the config names a RuntimeClass the cluster lacks)")
     return None
 
@@ -54,25 +54,25 @@ def classify(pod: dict, events: list[dict], free_on_node: int | None = None) -> 
     name, node = pod["metadata"]["name"], pod.get("spec", {}).get("nodeSelector", {}).get("kubernetes.io/hostname", "?")
     reason, message = st.get("reason") or "", st.get("message") or ""
     if st.get("phase") == "Failed" and reason == "UnexpectedAdmissionError":
-        return Finding("GPU-F05-UNEXPECTED-ADMISSION", f"pod {name} on {node} rejected by the kubelet: "
+        return Finding("FAIL-F05-UNEXPECTED-ADMISSION", f"pod {name} on {node} rejected by the kubelet: "
                           f"UnexpectedAdmissionError: {message}")
     if st.get("phase") == "Failed" and reason == "TopologyAffinityError":
-        return Finding("GPU-F06-TOPOLOGY-AFFINITY", f"pod {name} on {node} rejected by the kubelet: "
+        return Finding("FAIL-F06-TOPOLOGY-AFFINITY", f"pod {name} on {node} rejected by the kubelet: "
                           f"TopologyAffinityError: {message}")
     for cs in st.get("containerStatuses", []) or []:
         w = (cs.get("state") or {}).get("waiting") or {}
         if w.get("reason") in IMAGE_WAITING:
-            return Finding("GPU-F14-IMAGE-PULL", f"pod {name} on {node}: image {cs.get('image')} could not be "
+            return Finding("ERROR-F14-IMAGE-PULL", f"pod {name} on {node}: image {cs.get('image')} could not be "
                               f"pulled ({w['reason']}: {(w.get('message') or '')[:300]})")
         t = (cs.get("state") or {}).get("terminated") or {}
         for why, text in ((w.get("reason"), w.get("message")), (t.get("reason"), t.get("message"))):
             if why in NOT_CREATED or why in NOT_STARTED:
                 text = text or ""
-                code = "GPU-F12-INJECTION-FAILED" if injection_failure(text) else "ENV-API"
+                code = "FAIL-F12-INJECTION-FAILED" if injection_failure(text) else "ERROR-API"
                 return Finding(code, f"pod {name} on {node}: container {cs.get('name')} {why}: {text[:500]}")
     sandbox = [e for e in events if e.get("reason") == SANDBOX_FAILED and _NO_HANDLER.search(_note(e))]
     if st.get("phase") == "Pending" and sandbox:
-        return Finding("GPU-F12-INJECTION-FAILED", f"pod {name} on {node}: the runtime has no handler for its "
+        return Finding("FAIL-F12-INJECTION-FAILED", f"pod {name} on {node}: the runtime has no handler for its "
                           f"RuntimeClass {pod.get('spec', {}).get('runtimeClassName')!r}: {_note(sandbox[-1])[:500]}")
     if st.get("phase") == "Pending":
         sched = [e for e in events if e.get("reason") == "FailedScheduling"]
@@ -84,18 +84,18 @@ def classify(pod: dict, events: list[dict], free_on_node: int | None = None) -> 
             # "Insufficient" first: the message lists every node, and other nodes' taints must not hide a busy GPU.
             short = re.findall(r"Insufficient ([a-z0-9./-]+)", text)
             if short and not any("/" in r for r in short):  # cpu, memory, pods: the node is full, not its GPUs
-                return Finding("GPU-F07-BUSY", f"pod {name} not scheduled on {node}: other pods hold the node's "
+                return Finding("SKIP-F07-BUSY", f"pod {name} not scheduled on {node}: other pods hold the node's "
                                   f"{', '.join(sorted(set(short)))} ({text})")
             if short:
                 if free_on_node:
-                    return Finding("GPU-F07-NOT-SCHEDULABLE", f"pod {name} not scheduled on {node} although "
+                    return Finding("FAIL-F07-NOT-SCHEDULABLE", f"pod {name} not scheduled on {node} although "
                                       f"{free_on_node} GPU(s) looked free: {text}")
-                return Finding("GPU-F07-BUSY", f"pod {name} not scheduled on {node}: no free GPU ({text})")
+                return Finding("SKIP-F07-BUSY", f"pod {name} not scheduled on {node}: no free GPU ({text})")
             if re.search(r"untolerated taint", text):
-                return Finding("GPU-F15-UNTOLERATED-TAINT", f"pod {name} not scheduled on {node}: {text}")
-            return Finding("GPU-F07-NOT-SCHEDULABLE", f"pod {name} not scheduled on {node}: {text}")
+                return Finding("ERROR-F15-UNTOLERATED-TAINT", f"pod {name} not scheduled on {node}: {text}")
+            return Finding("FAIL-F07-NOT-SCHEDULABLE", f"pod {name} not scheduled on {node}: {text}")
     if st.get("phase") == "Failed" and reason:
-        return Finding("ENV-API", f"pod {name} on {node} failed: {reason}: {message}")
+        return Finding("ERROR-API", f"pod {name} on {node} failed: {reason}: {message}")
     return None
 
 

@@ -19,7 +19,7 @@ def plugin_findings(node: str, found: Found, max_restarts: int) -> list[Finding]
     if not found.pods:
         companions = f"; companions seen: {', '.join(found.companions)}" if found.companions else ""
         look_alikes = f"; look-alikes set aside: {', '.join(found.look_alikes)}" if found.look_alikes else ""
-        return [Finding("GPU-F08-PLUGIN-NOT-READY", f"{node}: no device-plugin pod runs on this GPU node "
+        return [Finding("FAIL-F08-PLUGIN-NOT-READY", f"{node}: no device-plugin pod runs on this GPU node "
                         f"({found.why}{companions}{look_alikes}). Check the plugin DaemonSet's node selector and "
                         "tolerations, or set plugin.namespace / plugin.selector")]
     return plugin_pod_findings(node, found.pods, max_restarts)
@@ -34,14 +34,14 @@ def plugin_pod_findings(node: str, plugin_pods: list[dict], max_restarts: int) -
             waiting = (cs.get("state") or {}).get("waiting") or {}
             last = (cs.get("lastState") or {}).get("terminated") or {}
             if waiting.get("reason") == "CrashLoopBackOff" or cs.get("restartCount", 0) > max_restarts:
-                out.append(Finding("GPU-F08-PLUGIN-CRASHLOOP",
+                out.append(Finding("FAIL-F08-PLUGIN-CRASHLOOP",
                                    f"{node}: plugin pod {name} container {cs['name']} restarted "
                                    f"{cs.get('restartCount', 0)} times (allowed {max_restarts}), state "
                                    f"{waiting.get('reason') or 'running'}; last termination: exit "
                                    f"{last.get('exitCode')} {last.get('reason')}: "
                                    f"{(last.get('message') or '').strip()[:400] or '(no termination message)'}"))
         if not out and condition(p, "Ready") != "True":
-            out.append(Finding("GPU-F08-PLUGIN-NOT-READY", f"{node}: plugin pod {name} is not Ready "
+            out.append(Finding("FAIL-F08-PLUGIN-NOT-READY", f"{node}: plugin pod {name} is not Ready "
                                f"(phase {p.get('status', {}).get('phase')})"))
     return out
 
@@ -50,21 +50,21 @@ def capacity_findings(node: dict, exp: Expectation) -> list[Finding]:
     """Each of the node's GPU resources present in capacity with a non-zero count (and allocatable)."""
     out = [f for res in exp.resources if (f := registration_finding(node, res, exp)) is not None]
     if not exp.resources:
-        out.append(Finding("GPU-F09-MIG-MISMATCH", f"{node['metadata']['name']}: MIG strategy mixed but no "
+        out.append(Finding("FAIL-F09-MIG-MISMATCH", f"{node['metadata']['name']}: MIG strategy mixed but no "
                            "nvidia.com/mig-*.count labels and no mig.profiles configured: no resource to look for"))
     return out
 
 
 def socket_findings(node: str, listing: str, want: list[str], exit_code: int | None = 0) -> list[Finding]:
     """`ls -la` of the device-plugins directory (the probe's log, `exit_code` its exit status) must show every
-    expected socket (one per resource). A probe that failed gives no verdict (ENV-API)."""
+    expected socket (one per resource). A probe that failed gives no verdict (ERROR-API)."""
     if exit_code != 0:
-        return [Finding("ENV-API", f"{node}: socket probe exited {exit_code}: {listing[-300:]}")]
+        return [Finding("ERROR-API", f"{node}: socket probe exited {exit_code}: {listing[-300:]}")]
     entries = [ln.split()[-1] for ln in listing.splitlines()[1:] if ln.split()]
     missing = [s for s in want if s not in entries]
     if not missing:
         return []
-    return [Finding("GPU-F01-NOT-REGISTERED", f"{node}: {', '.join(missing)} not found in "
+    return [Finding("FAIL-F01-NOT-REGISTERED", f"{node}: {', '.join(missing)} not found in "
                     f"/var/lib/kubelet/device-plugins (expected {want}; entries: {entries})")]
 
 
@@ -80,8 +80,8 @@ def kubelet_started(samples: list[metrics.Sample]) -> float | None:
 
 def registration_findings(node: str, now: dict[str, float | None], before: dict[str, float | None],
                           started: float | None, started_before: float | None) -> list[Finding]:
-    """Neither the kubelet restarted nor a counter grew since the run started (GPU-F11: a re-registration means
-    a plugin or kubelet restart), and the counter is present for each resource (GPU-F01). A restart comes
+    """Neither the kubelet restarted nor a counter grew since the run started (F11: a re-registration means
+    a plugin or kubelet restart), and the counter is present for each resource (F01). A restart comes
     first: right after one, the counter is absent until the plugin has re-registered, and the restart is
     the cause to name. Upstream (kubernetes v1.34): the counter is an in-memory CounterVec in the kubelet's
     legacy registry (pkg/kubelet/metrics/metrics.go, DevicePluginRegistrationCount), incremented by the
@@ -89,24 +89,24 @@ def registration_findings(node: str, now: dict[str, float | None], before: dict[
     process has no sample for a resource until its plugin registers again."""
     out = []
     if started is not None and started_before is not None and started != started_before:
-        out.append(Finding("GPU-F11-REGISTRATION-UNSTABLE", f"{node}: the kubelet restarted during the run (process "
+        out.append(Finding("FAIL-F11-REGISTRATION-UNSTABLE", f"{node}: the kubelet restarted during the run (process "
                            f"start time {started_before:.0f} -> {started:.0f}); its registration counters restarted "
                            f"at {now}, so the plugin had to re-register and allocatable may have dropped meanwhile"))
-    out += [Finding("GPU-F01-NOT-REGISTERED", f"{node}: {REGISTRATIONS}{{resource_name=\"{res}\"}} is absent: the "
+    out += [Finding("FAIL-F01-NOT-REGISTERED", f"{node}: {REGISTRATIONS}{{resource_name=\"{res}\"}} is absent: the "
                     "kubelet has no registration for this resource since it started")
             for res, n in now.items() if n is None]
     for res, n in now.items():
         if n is not None and before.get(res) is not None and n > before[res]:
-            out.append(Finding("GPU-F11-REGISTRATION-UNSTABLE", f"{node}: registration counter for {res} went "
+            out.append(Finding("FAIL-F11-REGISTRATION-UNSTABLE", f"{node}: registration counter for {res} went "
                                f"{before[res]:g} -> {n:g} during the run (plugin or kubelet restarted)"))
     return out
 
 
 def operator_findings(node: str, validators: list[dict], selector: str, namespace: str) -> list[Finding]:
     """The GPU operator's validator pod on the node is Ready (driver, toolkit, CUDA and plugin validations passed);
-    otherwise ENV-OPERATOR-NOT-READY naming the stuck (init) containers."""
+    otherwise ERROR-OPERATOR-NOT-READY naming the stuck (init) containers."""
     if not validators:
-        return [Finding("ENV-OPERATOR-NOT-READY", f"{node}: no validator pod matching {selector!r} in namespace "
+        return [Finding("ERROR-OPERATOR-NOT-READY", f"{node}: no validator pod matching {selector!r} in namespace "
                         f"{namespace} runs on this GPU node (operator not deployed here?)")]
     out = []
     for p in validators:
@@ -122,6 +122,6 @@ def operator_findings(node: str, validators: list[dict], selector: str, namespac
                 msg = (last.get("message") or "").strip()[:200]
                 stuck.append(f"{cs['name']}: {why}, restarts {cs.get('restartCount', 0)}"
                              + (f", last exit {last.get('exitCode')}: {msg}" if last else ""))
-        out.append(Finding("ENV-OPERATOR-NOT-READY", f"{node}: GPU operator validator {p['metadata']['name']} is not "
+        out.append(Finding("ERROR-OPERATOR-NOT-READY", f"{node}: GPU operator validator {p['metadata']['name']} is not "
                            f"Ready (phase {st.get('phase')}): " + ("; ".join(stuck) or "no container state reported")))
     return out

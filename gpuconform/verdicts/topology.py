@@ -41,23 +41,23 @@ def expected_policies(topology: dict) -> dict[str, str]:
 
 
 def policy_findings(node: str, got: dict[str, str], want: dict[str, str]) -> list[Finding]:
-    """Each expected policy ("any": not compared) equals the kubelet's (GPU-TOPOLOGY-POLICY)."""
+    """Each expected policy ("any": not compared) equals the kubelet's (FAIL-TOPOLOGY-POLICY)."""
     wrong = [f"{k}={got.get(k)!r} (expected {v!r})" for k, v in want.items() if v != "any" and got.get(k) != v]
-    return [Finding("GPU-TOPOLOGY-POLICY", f"{node}: kubelet " + ", ".join(wrong))] if wrong else []
+    return [Finding("FAIL-TOPOLOGY-POLICY", f"{node}: kubelet " + ", ".join(wrong))] if wrong else []
 
 
 def admission_findings(node: str, pod: dict, free: int, advertised: int, policy: str) -> list[Finding]:
     """A Guaranteed 1 CPU + 1 GPU pod rejected with TopologyAffinityError: on a node with GPUs in use the free ones
-    may just be split across NUMA nodes (GPU-F06-FRAGMENTED, a skip); on an idle node no NUMA node offers both a
-    CPU and a GPU (GPU-F06-TOPOLOGY-AFFINITY). `free` and `advertised` count the node's GPU resource."""
+    may just be split across NUMA nodes (SKIP-F06-FRAGMENTED, a skip); on an idle node no NUMA node offers both a
+    CPU and a GPU (FAIL-F06-TOPOLOGY-AFFINITY). `free` and `advertised` count the node's GPU resource."""
     st = pod.get("status", {})
     if st.get("reason") != "TopologyAffinityError":
         return []
     msg = st.get("message", "")
     if free < advertised:
-        return [Finding("GPU-F06-FRAGMENTED", f"{node}: TopologyAffinityError with {advertised - free} of "
+        return [Finding("SKIP-F06-FRAGMENTED", f"{node}: TopologyAffinityError with {advertised - free} of "
                         f"{advertised} GPUs in use: free GPUs may be split across NUMA nodes ({msg})")]
-    return [Finding("GPU-F06-TOPOLOGY-AFFINITY", f"{node}: the kubelet rejected a Guaranteed 1 CPU + 1 GPU pod on an "
+    return [Finding("FAIL-F06-TOPOLOGY-AFFINITY", f"{node}: the kubelet rejected a Guaranteed 1 CPU + 1 GPU pod on an "
                     f"idle node under policy {policy}: {msg}. No NUMA node offers both a free CPU and a GPU, so the "
                     "plugin's device topology or the CPU reservation is wrong")]
 
@@ -82,13 +82,13 @@ def alignment_from_log(log: str) -> probes.Alignment:
 
 
 def numa_findings(node: str, al: probes.Alignment) -> list[Finding]:
-    """CPUs and GPU on one NUMA node; GPU-NUMA-NA (a skip) when the GPU reports no NUMA affinity; ENV-NOT-CHECKED
+    """CPUs and GPU on one NUMA node; SKIP-NUMA-NA (a skip) when the GPU reports no NUMA affinity; NOTCHECKED-OPTIONAL
     when the probe's output does not show which NUMA nodes the pod's CPUs are on."""
     if al.unknown:
-        return [Finding("ENV-NOT-CHECKED", f"{node}: NUMA alignment not checked: {al.unknown}")]
+        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: NUMA alignment not checked: {al.unknown}")]
     if al.aligned is None:
-        return [Finding("GPU-NUMA-NA", f"{node}: {al.detail}")]
-    return [] if al.aligned else [Finding("GPU-NUMA-MISALIGNED", f"{node}: {al.detail}")]
+        return [Finding("SKIP-NUMA-NA", f"{node}: {al.detail}")]
+    return [] if al.aligned else [Finding("FAIL-NUMA-MISALIGNED", f"{node}: {al.detail}")]
 
 
 # The topology manager's admission failures, cumulative since the kubelet started (kubernetes v1.34

@@ -47,7 +47,7 @@ def test_kubeconfig_token_appears_in_no_output(tmp_path):
 
 
 def test_a_rejected_token_is_named_as_such_in_one_line_with_exit_7(tmp_path):
-    """A kubeconfig whose token the API server rejects (401): pre-flight ends the run with one [ENV-AUTH] line
+    """A kubeconfig whose token the API server rejects (401): pre-flight ends the run with one [ERROR-AUTH] line
     naming the credentials (not "unreachable"), exit 7, nothing created, and the token in no output."""
     import yaml
 
@@ -64,6 +64,6 @@ def test_a_rejected_token_is_named_as_such_in_one_line_with_exit_7(tmp_path):
     text = out.stdout + out.stderr
     assert out.returncode == 7, text[-3000:]
     lines = [ln for ln in text.splitlines() if "pre-flight failed" in ln]
-    assert len(lines) == 1 and "[ENV-AUTH]" in lines[0] and "rejected the credentials (401" in lines[0], text[-3000:]
+    assert len(lines) == 1 and "[ERROR-AUTH]" in lines[0] and "rejected the credentials (401" in lines[0], text[-3000:]
     assert token not in text
     assert kubectl("get", "namespaces", "-l", "app.kubernetes.io/part-of=gpuconform", "-o", "name") == before

@@ -2,7 +2,7 @@
 
 kwok-gpu-0 (a kwok node: its pods run but never finish, like a node whose runtime hangs) is certified together
 with the real node. The pod checks that wait for completion time out on kwok-gpu-0 once, together (they run
-at the same time); the checks that come after them there end at once with ENV-TIMEOUT pointing at a first
+at the same time); the checks that come after them there end at once with ERROR-TIMEOUT pointing at a first
 timeout; the real node's checks pass as usual. Verdicts and messages are asserted, never durations.
 """
 
@@ -32,7 +32,7 @@ def test_hung_node_costs_one_timeout_and_delays_no_other_node(tmp_path):
     assert sorted(by_node) == ["gpu-node-0", "kwok-gpu-0"], out[-2000:]
     assert all(r["outcome"] == "passed" for r in by_node["gpu-node-0"].values()), out[-3000:]
     hung = by_node["kwok-gpu-0"]
-    assert all(r["reason"] == "ENV-TIMEOUT" and r["outcome"] == "error" for r in hung.values()), hung
+    assert all(r["reason"] == "ERROR-TIMEOUT" and r["outcome"] == "error" for r in hung.values()), hung
     later = [c for c, r in hung.items() if "not waiting again: an earlier pod on this node timed out" in r["message"]]
     first = [c for c, r in hung.items() if r["message"].startswith("timed out after 20s") and c not in later]
     # The checks holding some of its GPUs start together and each times out once; the NUMA check needs the

@@ -23,22 +23,22 @@ SCHEMA = json.loads((ROOT / "docs" / "summary.schema.json").read_text())
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
                                                   reason="local cluster not running (make cluster-up)")]
 
-BUSY = "GPU-F07-BUSY"
+BUSY = "SKIP-F07-BUSY"
 # fault -> ({check: expected code}, codes other checks may report because of the same fault)
 MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
-    "not-registered": ({"test_gpu_resource_is_in_node_capacity": "GPU-F01-NOT-REGISTERED",
-                        "test_advertised_gpus_match_the_hardware": "GPU-F01-NOT-REGISTERED",
-                        "test_kubelet_counts_the_plugin_registration": "GPU-F01-NOT-REGISTERED"}, {BUSY}),
-    "wrong-socket-dir": ({"test_plugin_socket_exists_in_device_plugins_dir": "GPU-F01-NOT-REGISTERED",
-                          "test_gpu_resource_is_in_node_capacity": "GPU-F01-NOT-REGISTERED"},
-                         {BUSY, "GPU-F01-NOT-REGISTERED"}),
+    "not-registered": ({"test_gpu_resource_is_in_node_capacity": "FAIL-F01-NOT-REGISTERED",
+                        "test_advertised_gpus_match_the_hardware": "FAIL-F01-NOT-REGISTERED",
+                        "test_kubelet_counts_the_plugin_registration": "FAIL-F01-NOT-REGISTERED"}, {BUSY}),
+    "wrong-socket-dir": ({"test_plugin_socket_exists_in_device_plugins_dir": "FAIL-F01-NOT-REGISTERED",
+                          "test_gpu_resource_is_in_node_capacity": "FAIL-F01-NOT-REGISTERED"},
+                         {BUSY, "FAIL-F01-NOT-REGISTERED"}),
     # every pod gets GPU 0: a 2-GPU pod sees one device too
     # (the kubelet record check sees it too, unless the kubelet happened to assign GPU 0 to its pod)
-    "shared-device": ({"test_burst_allocates_every_free_gpu_once_and_one_more_waits": "GPU-DOUBLE-ALLOCATION"},
-                      {"GPU-F12-DEVICE-NOT-INJECTED", "GPU-KUBELET-RECORD-MISMATCH"}),
-    "capacity-zero": ({"test_gpu_resource_is_in_node_capacity": "GPU-F02-CAPACITY-ZERO",
-                       "test_advertised_gpus_match_the_hardware": "GPU-F02-CAPACITY-ZERO"},
-                      {BUSY, "GPU-F01-NOT-REGISTERED"}),
+    "shared-device": ({"test_burst_allocates_every_free_gpu_once_and_one_more_waits": "FAIL-DOUBLE-ALLOCATION"},
+                      {"FAIL-F12-DEVICE-NOT-INJECTED", "FAIL-KUBELET-RECORD-MISMATCH"}),
+    "capacity-zero": ({"test_gpu_resource_is_in_node_capacity": "FAIL-F02-CAPACITY-ZERO",
+                       "test_advertised_gpus_match_the_hardware": "FAIL-F02-CAPACITY-ZERO"},
+                      {BUSY, "FAIL-F01-NOT-REGISTERED"}),
     # skips, not failures: the checks that need a free GPU say so, and the run certifies nothing (exit 6)
     "gpus-busy": ({"test_vector_add_succeeds_through_the_plugin": BUSY, "test_pods_see_exactly_the_gpus_they_request": BUSY,
                    "test_burst_allocates_every_free_gpu_once_and_one_more_waits": BUSY,
@@ -47,78 +47,78 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
                    "test_kubelet_assigned_devices_match_what_the_pod_sees": BUSY,
                    "test_gpu_access_held_through_the_run_survives_to_its_end": BUSY}, set()),
     # the kubelet's own allocatable list counts the Unhealthy GPU too (capacity 4, 3 healthy devices listed)
-    "unhealthy-device": ({"test_advertised_gpus_match_the_hardware": "GPU-F03-UNHEALTHY-DEVICES",
-                          "test_advertised_gpus_match_the_pci_hardware": "GPU-F03-UNHEALTHY-DEVICES"}, set()),
-    "over-advertised": ({"test_advertised_gpus_match_the_hardware": "GPU-F04-OVERADVERTISED"},
-                        {"GPU-F12-DEVICE-NOT-INJECTED", "GPU-KUBELET-RECORD-MISMATCH"}),
-    "admission-error": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F05-UNEXPECTED-ADMISSION"},
-                        {"GPU-F05-UNEXPECTED-ADMISSION"}),
+    "unhealthy-device": ({"test_advertised_gpus_match_the_hardware": "FAIL-F03-UNHEALTHY-DEVICES",
+                          "test_advertised_gpus_match_the_pci_hardware": "FAIL-F03-UNHEALTHY-DEVICES"}, set()),
+    "over-advertised": ({"test_advertised_gpus_match_the_hardware": "FAIL-F04-OVERADVERTISED"},
+                        {"FAIL-F12-DEVICE-NOT-INJECTED", "FAIL-KUBELET-RECORD-MISMATCH"}),
+    "admission-error": ({"test_vector_add_succeeds_through_the_plugin": "FAIL-F05-UNEXPECTED-ADMISSION"},
+                        {"FAIL-F05-UNEXPECTED-ADMISSION"}),
     # the plugin says NUMA 1, the PCI tree NUMA 0: the kubelet's allocatable list shows the misreport directly
-    "wrong-numa": ({"test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": "GPU-F06-TOPOLOGY-AFFINITY",
-                    "test_advertised_gpus_match_the_pci_hardware": "GPU-NUMA-MISREPORTED"},
-                   {"GPU-F06-TOPOLOGY-AFFINITY"}),
-    "crashloop": ({"test_plugin_pod_is_ready_and_not_crash_looping": "GPU-F08-PLUGIN-CRASHLOOP"},
+    "wrong-numa": ({"test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": "FAIL-F06-TOPOLOGY-AFFINITY",
+                    "test_advertised_gpus_match_the_pci_hardware": "FAIL-NUMA-MISREPORTED"},
+                   {"FAIL-F06-TOPOLOGY-AFFINITY"}),
+    "crashloop": ({"test_plugin_pod_is_ready_and_not_crash_looping": "FAIL-F08-PLUGIN-CRASHLOOP"},
                   # a crashed plugin also leaves no socket and no allocatable GPUs behind
-                  {BUSY, "GPU-F01-NOT-REGISTERED", "GPU-F02-CAPACITY-ZERO", "GPU-F03-UNHEALTHY-DEVICES",
-                   "GPU-F05-UNEXPECTED-ADMISSION", "GPU-F07-NOT-SCHEDULABLE", "GPU-F11-REGISTRATION-UNSTABLE"}),
-    "sharing-not-applied": ({"test_advertised_gpus_match_the_hardware": "GPU-F10-SHARING-MISMATCH"}, set()),
-    "not-injected": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F12-DEVICE-NOT-INJECTED",
-                      "test_pods_see_exactly_the_gpus_they_request": "GPU-F12-DEVICE-NOT-INJECTED"},
-                     {"GPU-F12-DEVICE-NOT-INJECTED", "GPU-NUMA-NA", "GPU-KUBELET-RECORD-MISMATCH"}),
-    "old-driver": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F13-CUDA-FAILURE"}, set()),
-    "image-missing": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F14-IMAGE-PULL"}, set()),
-    "untolerated-taint": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F15-UNTOLERATED-TAINT"},
-                          {"GPU-F15-UNTOLERATED-TAINT"}),
-    "slow-allocate": ({"test_gpu_pod_start_latency_is_under_thresholds": "GPU-LATENCY-THRESHOLD"}, set()),
+                  {BUSY, "FAIL-F01-NOT-REGISTERED", "FAIL-F02-CAPACITY-ZERO", "FAIL-F03-UNHEALTHY-DEVICES",
+                   "FAIL-F05-UNEXPECTED-ADMISSION", "FAIL-F07-NOT-SCHEDULABLE", "FAIL-F11-REGISTRATION-UNSTABLE"}),
+    "sharing-not-applied": ({"test_advertised_gpus_match_the_hardware": "FAIL-F10-SHARING-MISMATCH"}, set()),
+    "not-injected": ({"test_vector_add_succeeds_through_the_plugin": "FAIL-F12-DEVICE-NOT-INJECTED",
+                      "test_pods_see_exactly_the_gpus_they_request": "FAIL-F12-DEVICE-NOT-INJECTED"},
+                     {"FAIL-F12-DEVICE-NOT-INJECTED", "SKIP-NUMA-NA", "FAIL-KUBELET-RECORD-MISMATCH"}),
+    "old-driver": ({"test_vector_add_succeeds_through_the_plugin": "FAIL-F13-CUDA-FAILURE"}, set()),
+    "image-missing": ({"test_vector_add_succeeds_through_the_plugin": "ERROR-F14-IMAGE-PULL"}, set()),
+    "untolerated-taint": ({"test_vector_add_succeeds_through_the_plugin": "ERROR-F15-UNTOLERATED-TAINT"},
+                          {"ERROR-F15-UNTOLERATED-TAINT"}),
+    "slow-allocate": ({"test_gpu_pod_start_latency_is_under_thresholds": "FAIL-LATENCY-THRESHOLD"}, set()),
     "topology-policy-none": ({"test_kubelet_topology_and_cpu_manager_policies_are_as_expected":
-                              "GPU-TOPOLOGY-POLICY"}, set()),
-    "numa-misreported": ({"test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": "GPU-NUMA-MISALIGNED",
-                          "test_advertised_gpus_match_the_pci_hardware": "GPU-NUMA-MISREPORTED"}, set()),
+                              "FAIL-TOPOLOGY-POLICY"}, set()),
+    "numa-misreported": ({"test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": "FAIL-NUMA-MISALIGNED",
+                          "test_advertised_gpus_match_the_pci_hardware": "FAIL-NUMA-MISREPORTED"}, set()),
     # The restart lands while allocation tests run: pods in flight may see the registration gap.
     # The restart lands while pods run (2 s after the first): checks then may see 0 free GPUs, an admission
     # error (UnexpectedAdmissionError, or TopologyAffinityError for a pod admitted before the plugin has
     # re-registered: the device manager has no devices to give hints for), or a log read through the kubelet
-    # failing while it is down (ENV-API); the registration check, run last on the node, names the cause.
-    "kubelet-restart": ({"test_kubelet_counts_the_plugin_registration": "GPU-F11-REGISTRATION-UNSTABLE"},
-                        {BUSY, "GPU-F02-CAPACITY-ZERO", "GPU-F03-UNHEALTHY-DEVICES", "GPU-F05-UNEXPECTED-ADMISSION",
-                         "GPU-F07-NOT-SCHEDULABLE",
-                         "GPU-F06-TOPOLOGY-AFFINITY", "ENV-TIMEOUT", "ENV-API"}),
+    # failing while it is down (ERROR-API); the registration check, run last on the node, names the cause.
+    "kubelet-restart": ({"test_kubelet_counts_the_plugin_registration": "FAIL-F11-REGISTRATION-UNSTABLE"},
+                        {BUSY, "FAIL-F02-CAPACITY-ZERO", "FAIL-F03-UNHEALTHY-DEVICES", "FAIL-F05-UNEXPECTED-ADMISSION",
+                         "FAIL-F07-NOT-SCHEDULABLE",
+                         "FAIL-F06-TOPOLOGY-AFFINITY", "ERROR-TIMEOUT", "ERROR-API"}),
     # time-slicing: replicas of one GPU share its UUID; more pods on GPU 0 than it has replicas is a double allocation
-    "ts-shared-device": ({"test_burst_allocates_every_free_gpu_once_and_one_more_waits": "GPU-DOUBLE-ALLOCATION"},
-                         {"GPU-KUBELET-RECORD-MISMATCH"}),
-    "mig-not-injected": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F12-DEVICE-NOT-INJECTED",
-                          "test_pods_see_exactly_the_gpus_they_request": "GPU-F12-DEVICE-NOT-INJECTED"},
-                         {"GPU-F12-DEVICE-NOT-INJECTED", "GPU-NUMA-NA", "GPU-KUBELET-RECORD-MISMATCH"}),
+    "ts-shared-device": ({"test_burst_allocates_every_free_gpu_once_and_one_more_waits": "FAIL-DOUBLE-ALLOCATION"},
+                         {"FAIL-KUBELET-RECORD-MISMATCH"}),
+    "mig-not-injected": ({"test_vector_add_succeeds_through_the_plugin": "FAIL-F12-DEVICE-NOT-INJECTED",
+                          "test_pods_see_exactly_the_gpus_they_request": "FAIL-F12-DEVICE-NOT-INJECTED"},
+                         {"FAIL-F12-DEVICE-NOT-INJECTED", "SKIP-NUMA-NA", "FAIL-KUBELET-RECORD-MISMATCH"}),
     # a crash-looping companion (GPU Feature Discovery, with the chart's labels) is not the plugin: all pass
     "companion-crashloop": ({"test_plugin_pod_is_ready_and_not_crash_looping": None}, set()),
     # a tenant's crash-looping pod with the chart's labels (no DaemonSet owner, no device-plugins mount) is not
     # the plugin: all pass, and the plugin check names it among the look-alikes set aside (NAMED)
     "spoofed-plugin-pod": ({"test_plugin_pod_is_ready_and_not_crash_looping": None}, set()),
-    "operator-not-ready": ({"test_gpu_operator_validation_passed_on_the_node": "ENV-OPERATOR-NOT-READY"}, set()),
+    "operator-not-ready": ({"test_gpu_operator_validation_passed_on_the_node": "ERROR-OPERATOR-NOT-READY"}, set()),
     # issue 9: the kubelet's own evidence, the hardware, the runtime
-    "gpu-off-bus": ({"test_advertised_gpus_match_the_pci_hardware": "GPU-F04-LABEL-HARDWARE-MISMATCH"}, set()),
-    "env-exposure": ({"test_pods_see_exactly_the_gpus_they_request": "GPU-ISOLATION"}, set()),
+    "gpu-off-bus": ({"test_advertised_gpus_match_the_pci_hardware": "FAIL-F04-LABEL-HARDWARE-MISMATCH"}, set()),
+    "env-exposure": ({"test_pods_see_exactly_the_gpus_they_request": "FAIL-ISOLATION"}, set()),
     # every pod naming the missing RuntimeClass is refused at create
-    "runtime-class-missing": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F12-INJECTION-FAILED",
-                               "test_pods_see_exactly_the_gpus_they_request": "GPU-F12-INJECTION-FAILED"},
-                              {"GPU-F12-INJECTION-FAILED"}),
+    "runtime-class-missing": ({"test_vector_add_succeeds_through_the_plugin": "FAIL-F12-INJECTION-FAILED",
+                               "test_pods_see_exactly_the_gpus_they_request": "FAIL-F12-INJECTION-FAILED"},
+                              {"FAIL-F12-INJECTION-FAILED"}),
     # every pod naming the class is created, and its sandbox fails on the node (the kubelet's events say why)
-    "runtime-handler-missing": ({"test_vector_add_succeeds_through_the_plugin": "GPU-F12-INJECTION-FAILED",
-                                 "test_pods_see_exactly_the_gpus_they_request": "GPU-F12-INJECTION-FAILED"},
-                                {"GPU-F12-INJECTION-FAILED"}),
+    "runtime-handler-missing": ({"test_vector_add_succeeds_through_the_plugin": "FAIL-F12-INJECTION-FAILED",
+                                 "test_pods_see_exactly_the_gpus_they_request": "FAIL-F12-INJECTION-FAILED"},
+                                {"FAIL-F12-INJECTION-FAILED"}),
     # two tenant pods hold GPUs (others' pods: the all-GPU checks run on what is left)
-    "double-assigned": ({"test_kubelet_assigned_devices_match_what_the_pod_sees": "GPU-DOUBLE-ALLOCATION"},
-                        {BUSY, "GPU-F06-FRAGMENTED"}),
-    "access-lost": ({"test_gpu_access_held_through_the_run_survives_to_its_end": "GPU-F12-ACCESS-LOST"}, set()),
+    "double-assigned": ({"test_kubelet_assigned_devices_match_what_the_pod_sees": "FAIL-DOUBLE-ALLOCATION"},
+                        {BUSY, "SKIP-F06-FRAGMENTED"}),
+    "access-lost": ({"test_gpu_access_held_through_the_run_survives_to_its_end": "FAIL-F12-ACCESS-LOST"}, set()),
     # issue 15: NVIDIA's own plugin (v0.19.3) reacting to what NVML reports through the mock
-    "xid-unhealthy": ({"test_advertised_gpus_match_the_hardware": "GPU-F03-UNHEALTHY-DEVICES",
-                       "test_advertised_gpus_match_the_pci_hardware": "GPU-F03-UNHEALTHY-DEVICES"}, set()),
+    "xid-unhealthy": ({"test_advertised_gpus_match_the_hardware": "FAIL-F03-UNHEALTHY-DEVICES",
+                       "test_advertised_gpus_match_the_pci_hardware": "FAIL-F03-UNHEALTHY-DEVICES"}, set()),
     # a lost GPU makes the plugin mark every device Unhealthy: no GPU is free for the workload checks
-    "gpu-lost": ({"test_advertised_gpus_match_the_hardware": "GPU-F03-UNHEALTHY-DEVICES",
-                  "test_gpu_resource_is_in_node_capacity": "GPU-F03-UNHEALTHY-DEVICES",
-                  "test_advertised_gpus_match_the_pci_hardware": "GPU-F03-UNHEALTHY-DEVICES"}, {BUSY}),
-    "gpu-fell-off-bus": ({"test_advertised_gpus_match_the_hardware": "GPU-F03-UNHEALTHY-DEVICES",
-                          "test_advertised_gpus_match_the_pci_hardware": "GPU-F04-LABEL-HARDWARE-MISMATCH"}, set()),
+    "gpu-lost": ({"test_advertised_gpus_match_the_hardware": "FAIL-F03-UNHEALTHY-DEVICES",
+                  "test_gpu_resource_is_in_node_capacity": "FAIL-F03-UNHEALTHY-DEVICES",
+                  "test_advertised_gpus_match_the_pci_hardware": "FAIL-F03-UNHEALTHY-DEVICES"}, {BUSY}),
+    "gpu-fell-off-bus": ({"test_advertised_gpus_match_the_hardware": "FAIL-F03-UNHEALTHY-DEVICES",
+                          "test_advertised_gpus_match_the_pci_hardware": "FAIL-F04-LABEL-HARDWARE-MISMATCH"}, set()),
 }
 
 

@@ -42,7 +42,7 @@ def test_passes(check):
 
 def test_fails(check):
     check.wait_done(probe(check, "bad", "echo hello-from-bad"))
-    raise_for("GPU-F04-OVERADVERTISED", "deliberate failure from the child test")
+    raise_for("FAIL-F04-OVERADVERTISED", "deliberate failure from the child test")
 
 
 def test_slow(check):

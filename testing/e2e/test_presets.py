@@ -19,14 +19,14 @@ CASES = [
     ("kwok-plain", "nvidia", [], "passed", None),
     ("kwok-time-slicing", "nvidia", [], "passed", None),  # each node's labels decide its shape
     ("kwok-time-slicing", "nvidia-time-slicing", [], "passed", None),
-    ("kwok-time-slicing", "nvidia-plain", [], "failed", "GPU-F04-OVERADVERTISED"),
-    ("kwok-time-slicing", "nvidia-time-slicing", ["sharing.replicas=2"], "failed", "GPU-F04-OVERADVERTISED"),
-    ("kwok-time-slicing", "nvidia-time-slicing-renamed", [], "failed", "GPU-F01-NOT-REGISTERED"),
+    ("kwok-time-slicing", "nvidia-plain", [], "failed", "FAIL-F04-OVERADVERTISED"),
+    ("kwok-time-slicing", "nvidia-time-slicing", ["sharing.replicas=2"], "failed", "FAIL-F04-OVERADVERTISED"),
+    ("kwok-time-slicing", "nvidia-time-slicing-renamed", [], "failed", "FAIL-F01-NOT-REGISTERED"),
     ("kwok-mig-mixed", "nvidia", [], "passed", None),
     ("kwok-mig-mixed", "nvidia-mig-mixed", [], "passed", None),
-    ("kwok-mig-mixed", "nvidia-plain", [], "failed", "GPU-F09-MIG-MISMATCH"),
+    ("kwok-mig-mixed", "nvidia-plain", [], "failed", "FAIL-F09-MIG-MISMATCH"),
     ("kwok-mig-mixed", "nvidia-mig-mixed", ['mig.profiles={"mig-3g.20gb": 4, "mig-1g.5gb": 12}'], "failed",
-     "GPU-F09-MIG-MISMATCH"),
+     "FAIL-F09-MIG-MISMATCH"),
 ]
 
 

@@ -95,15 +95,15 @@ from gpuconform.reasons import EnvironmentProblem, Violation, skip_reason
 
 
 def test_unhealthy():
-    raise Violation("GPU-F03-UNHEALTHY-DEVICES", "node x: 1 of 4 nvidia.com/gpu devices are Unhealthy")
+    raise Violation("FAIL-F03-UNHEALTHY-DEVICES", "node x: 1 of 4 nvidia.com/gpu devices are Unhealthy")
 
 
 def test_api():
-    raise EnvironmentProblem("ENV-API", "list nodes: 503 Service Unavailable")
+    raise EnvironmentProblem("ERROR-API", "list nodes: 503 Service Unavailable")
 
 
 def test_busy():
-    pytest.skip(skip_reason("GPU-F07-BUSY", "node x has 0 free GPU(s) of 4"))
+    pytest.skip(skip_reason("SKIP-F07-BUSY", "node x has 0 free GPU(s) of 4"))
 
 
 def test_plain_assert():
@@ -123,18 +123,18 @@ def test_verdicts_become_outcomes_and_reasons(pytester: pytest.Pytester, child):
     rows = by_check(data)
 
     unhealthy = rows["test_unhealthy"]
-    assert unhealthy["outcome"] == "failed" and unhealthy["reason"] == "GPU-F03-UNHEALTHY-DEVICES"
+    assert unhealthy["outcome"] == "failed" and unhealthy["reason"] == "FAIL-F03-UNHEALTHY-DEVICES"
     assert unhealthy["message"] == "node x: 1 of 4 nvidia.com/gpu devices are Unhealthy"
     out = res.stdout.str()
-    assert "[GPU-F03-UNHEALTHY-DEVICES] node x: 1 of 4" in out and "fix: Inspect the plugin log" in out
+    assert "[FAIL-F03-UNHEALTHY-DEVICES] node x: 1 of 4" in out and "fix: Inspect the plugin log" in out
 
     api = rows["test_api"]
-    assert api["outcome"] == "error" and api["reason"] == "ENV-API" and "503" in api["message"]
+    assert api["outcome"] == "error" and api["reason"] == "ERROR-API" and "503" in api["message"]
     res.stdout.fnmatch_lines(["ERROR*test_verdicts.py::test_api*"])
 
     busy = rows["test_busy"]
-    assert busy["outcome"] == "skipped" and busy["reason"] == "GPU-F07-BUSY"
-    assert busy["message"].endswith("[GPU-F07-BUSY] node x has 0 free GPU(s) of 4")
+    assert busy["outcome"] == "skipped" and busy["reason"] == "SKIP-F07-BUSY"
+    assert busy["message"].endswith("[SKIP-F07-BUSY] node x has 0 free GPU(s) of 4")
 
     plain = rows["test_plain_assert"]
     assert plain["outcome"] == "failed" and plain["reason"] is None and "assert 1 == 2" in plain["message"]
@@ -144,7 +144,7 @@ def test_verdicts_become_outcomes_and_reasons(pytester: pytest.Pytester, child):
     assert len(data["results"]) == 5
     assert "run_id" not in data  # no run was started: no cluster was contacted
     assert all(r["node"] is None for r in data["results"])
-    # pytest's own counts agree with the summary (the ENV-API verdict is an error, not a failure)
+    # pytest's own counts agree with the summary (the ERROR-API verdict is an error, not a failure)
     res.assert_outcomes(passed=1, failed=2, skipped=1, errors=1)
 
 
@@ -155,10 +155,10 @@ from gpuconform.reasons import skip_reason
 
 
 def test_busy():
-    pytest.skip(skip_reason("GPU-F07-BUSY", "node x has 0 free GPU(s) of 4"))
+    pytest.skip(skip_reason("SKIP-F07-BUSY", "node x has 0 free GPU(s) of 4"))
 ''')
     child("--gpuconform-summary", "out.json").assert_outcomes(skipped=1)
-    assert by_check(summary(pytester))["test_busy"]["message"] == "[GPU-F07-BUSY] node x has 0 free GPU(s) of 4"
+    assert by_check(summary(pytester))["test_busy"]["message"] == "[SKIP-F07-BUSY] node x has 0 free GPU(s) of 4"
 
 
 def test_environment_problem_in_fixture_is_setup_error(pytester: pytest.Pytester, child):
@@ -169,7 +169,7 @@ from gpuconform.reasons import EnvironmentProblem
 
 @pytest.fixture
 def broken():
-    raise EnvironmentProblem("ENV-RBAC", "cannot list pods in kube-system")
+    raise EnvironmentProblem("ERROR-RBAC", "cannot list pods in kube-system")
 
 
 def test_uses(broken):
@@ -178,7 +178,7 @@ def test_uses(broken):
     res = child("--gpuconform-summary", "out.json")
     res.assert_outcomes(errors=1)
     r = by_check(summary(pytester))["test_uses"]
-    assert r["outcome"] == "error" and r["reason"] == "ENV-RBAC"
+    assert r["outcome"] == "error" and r["reason"] == "ERROR-RBAC"
 
 
 def test_unreachable_cluster_ends_the_session_with_one_line_and_exit_7(pytester: pytest.Pytester, child):
@@ -187,7 +187,7 @@ def test_unreachable_cluster_ends_the_session_with_one_line_and_exit_7(pytester:
     res = child("--gpuconform-summary", "out.json")
     assert res.ret == 7
     out = res.stdout.str() + res.stderr.str()
-    lines = [ln for ln in out.splitlines() if "gpuconform pre-flight failed: [ENV-API]" in ln]
+    lines = [ln for ln in out.splitlines() if "gpuconform pre-flight failed: [ERROR-API]" in ln]
     assert len(lines) == 1, out
     assert "Traceback" not in out and "ERROR collecting" not in out
     assert summary(pytester)["exit_status"] == 7

@@ -32,7 +32,7 @@ NODES = ["gpu-node-%d" % i for i in range({n})]
 def test_counts(node, record_property):
     record_property("node", node)
     if node in {bad}:
-        raise Violation("GPU-F04-OVERADVERTISED", node + ": 16 advertised, 8 present")
+        raise Violation("FAIL-F04-OVERADVERTISED", node + ": 16 advertised, 8 present")
 '''
 
 

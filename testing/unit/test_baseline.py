@@ -38,9 +38,9 @@ def summary(run_id="a1b2c3"):
             _r("test_allocatable_matches_hardware", "gpu-node-0", "passed"),
             _r("test_allocatable_matches_hardware", "gpu-node-1", "passed"),
             _r("test_no_unhealthy_devices", "gpu-node-0", "passed"),
-            _r("test_no_unhealthy_devices", "gpu-node-1", "failed", "GPU-F03-UNHEALTHY-DEVICES", "1 Unhealthy"),
+            _r("test_no_unhealthy_devices", "gpu-node-1", "failed", "FAIL-F03-UNHEALTHY-DEVICES", "1 Unhealthy"),
             _r("test_plugin_daemonset_ready", None, "passed"),
-            _r("test_kubelet_socket_present", "gpu-node-0", "skipped", "ENV-NOT-CHECKED", "nodeProbe disabled"),
+            _r("test_kubelet_socket_present", "gpu-node-0", "skipped", "NOTCHECKED-OPTIONAL", "nodeProbe disabled"),
         ],
         "gpu_nodes": ["gpu-node-0", "gpu-node-1"], "certified_nodes": ["gpu-node-0", "gpu-node-1"],
         "coverage": {"certified_fraction": 1.0, "gate": 1.0}, "api_requests": 114,
@@ -110,10 +110,10 @@ def test_allocate_bucket_going_to_inf_is_a_regression_and_serialises():
 
 def test_passed_to_failed_is_a_regression():
     prev, cur = summary(), summary()
-    _set_outcome(cur, "test_allocatable_matches_hardware", "gpu-node-0", "failed", "GPU-F04-OVERADVERTISED")
+    _set_outcome(cur, "test_allocatable_matches_hardware", "gpu-node-0", "failed", "FAIL-F04-OVERADVERTISED")
     c = compare(prev, cur, TOL)
     assert c.regressions == ["check test_allocatable_matches_hardware on gpu-node-0: passed -> failed "
-                             "(GPU-F04-OVERADVERTISED)"]
+                             "(FAIL-F04-OVERADVERTISED)"]
     assert c.counts["failed"] == {"before": 1, "after": 2, "delta": 1}
     assert [ch.kind for ch in c.changes] == ["regression"]
 
@@ -124,14 +124,14 @@ def test_allow_new_failures_tolerates_that_many():
     assert compare(prev, cur, {**TOL, "allowNewFailures": 1}).regressions == []
     assert compare(prev, cur, TOL).regressions == [
         "check test_plugin_daemonset_ready on cluster: passed -> error (ENV-API-UNREACHABLE)"]
-    _set_outcome(cur, "test_no_unhealthy_devices", "gpu-node-0", "skipped", "GPU-F07-BUSY")
+    _set_outcome(cur, "test_no_unhealthy_devices", "gpu-node-0", "skipped", "SKIP-F07-BUSY")
     assert len(compare(prev, cur, {**TOL, "allowNewFailures": 1}).regressions) == 2
 
 
 def test_fixed_new_and_removed_checks_are_changes_not_regressions():
     prev, cur = summary(), summary()
     _set_outcome(cur, "test_no_unhealthy_devices", "gpu-node-1", "passed")
-    cur["results"].append(_r("test_topology_aligned", "gpu-node-0", "failed", "GPU-F06-TOPOLOGY-AFFINITY"))
+    cur["results"].append(_r("test_topology_aligned", "gpu-node-0", "failed", "FAIL-F06-TOPOLOGY-AFFINITY"))
     cur["results"] = [r for r in cur["results"] if r["check"] != "test_kubelet_socket_present"]
     c = compare(prev, cur, TOL)
     assert c.regressions == []
@@ -144,7 +144,7 @@ def test_nodes_on_one_side_are_reported_not_compared():
     prev, cur = summary(), summary()
     cur["gpu_nodes"] = ["gpu-node-0", "gpu-node-2"]
     cur["results"] = [r for r in cur["results"] if r["node"] != "gpu-node-1"]
-    cur["results"].append(_r("test_allocatable_matches_hardware", "gpu-node-2", "failed", "GPU-F02-CAPACITY-ZERO"))
+    cur["results"].append(_r("test_allocatable_matches_hardware", "gpu-node-2", "failed", "FAIL-F02-CAPACITY-ZERO"))
     cur["latency"] = [_lat("gpu-node-0"), _lat("gpu-node-2", start_p99=60.0)]
     c = compare(prev, cur, TOL)
     assert (c.nodes_only_previous, c.nodes_only_current) == (["gpu-node-1"], ["gpu-node-2"])
@@ -181,7 +181,7 @@ def test_to_dict_is_json_and_complete():
     prev, cur = summary("r1"), summary("r2")
     prev["latency"][1]["start"]["p99"] = 1.0
     cur["latency"][1]["start"]["p99"] = 3.0
-    _set_outcome(cur, "test_allocatable_matches_hardware", "gpu-node-0", "failed", "GPU-F04-OVERADVERTISED")
+    _set_outcome(cur, "test_allocatable_matches_hardware", "gpu-node-0", "failed", "FAIL-F04-OVERADVERTISED")
     d = json.loads(json.dumps(compare(prev, cur, TOL).to_dict(), allow_nan=False))
     assert (d["previous_run_id"], d["current_run_id"], d["new_failures"]) == ("r1", "r2", 1)
     assert len(d["regressions"]) == 2

@@ -40,4 +40,4 @@ def test_the_bed_tree_reads_as_four_gpus_for_containers_one_for_a_vm_and_no_brid
 def test_a_gpu_off_the_bus_in_the_bed_tree_is_a_label_hardware_mismatch(tmp_path):
     cluster.write_pci_tree(tmp_path, GPUS, off_bus=(2,))
     found, _ = verdicts.hardware_findings("gpu-node-0", PLAIN, NODE, probe(tmp_path))
-    assert [f.code for f in found] == ["GPU-F04-LABEL-HARDWARE-MISMATCH", "GPU-F04-OVERADVERTISED"]
+    assert [f.code for f in found] == ["FAIL-F04-LABEL-HARDWARE-MISMATCH", "FAIL-F04-OVERADVERTISED"]

@@ -109,7 +109,7 @@ def test_healthy_node_has_no_findings():
 def test_resource_absent_is_not_registered():
     n = node(name="gpu-b", labels=GFD4, capacity={"example.com/fpga": "1"})
     f = check_counts(n, expectation(n, cfg()))
-    assert codes(f) == ["GPU-F01-NOT-REGISTERED"]
+    assert codes(f) == ["FAIL-F01-NOT-REGISTERED"]
     msg = f[0].message
     assert msg.startswith("gpu-b:") and "nvidia.com/gpu is absent" in msg
     assert "example.com/fpga" in msg and "hugepages" not in msg
@@ -119,17 +119,17 @@ def test_resource_absent_is_not_registered():
 def test_capacity_zero():
     n = node(name="gpu-c", labels=GFD4, capacity={"nvidia.com/gpu": "0"})
     f = check_counts(n, expectation(n, cfg()))
-    assert codes(f) == ["GPU-F02-CAPACITY-ZERO"]
+    assert codes(f) == ["FAIL-F02-CAPACITY-ZERO"]
     assert "gpu-c" in f[0].message and "capacity=0" in f[0].message and "expected 4" in f[0].message
 
 
 def test_allocatable_zero_with_capacity_is_every_device_unhealthy_not_a_lost_registration():
     """Capacity counts every registered device, allocatable the healthy ones: 4/0 is a registered plugin whose
-    devices are all Unhealthy (NVIDIA's plugin marks all of them on a lost GPU), which GPU-F02's 'lost
+    devices are all Unhealthy (NVIDIA's plugin marks all of them on a lost GPU), which F02's 'lost
     registration' would misname (seen on the bed's fault gpu-lost with NVIDIA's own plugin)."""
     n = node(labels=GFD4, capacity={"nvidia.com/gpu": "4"}, allocatable={"nvidia.com/gpu": "0"})
     f = check_counts(n, expectation(n, cfg()))
-    assert codes(f) == ["GPU-F03-UNHEALTHY-DEVICES"]
+    assert codes(f) == ["FAIL-F03-UNHEALTHY-DEVICES"]
     assert "all 4 nvidia.com/gpu devices are Unhealthy (capacity=4, allocatable=0" in f[0].message
     assert "lost GPU" in f[0].message and "endpoint stopped" in f[0].message
 
@@ -142,7 +142,7 @@ def test_zero_expected_zero_advertised_is_fine():
 def test_unhealthy_devices_with_ids():
     n = node(name="gpu-d", labels=GFD4, capacity={"nvidia.com/gpu": "4"}, allocatable={"nvidia.com/gpu": "3"})
     f = check_counts(n, expectation(n, cfg()), [UUID_A])
-    assert codes(f) == ["GPU-F03-UNHEALTHY-DEVICES"]
+    assert codes(f) == ["FAIL-F03-UNHEALTHY-DEVICES"]
     m = f[0].message
     assert "gpu-d" in m and "1 of 4" in m and "capacity=4, allocatable=3" in m and UUID_A in m
 
@@ -150,14 +150,14 @@ def test_unhealthy_devices_with_ids():
 def test_unhealthy_devices_without_ids_says_so():
     n = node(labels=GFD4, capacity={"nvidia.com/gpu": "4"}, allocatable={"nvidia.com/gpu": "2"})
     f = check_counts(n, expectation(n, cfg()))
-    assert codes(f) == ["GPU-F03-UNHEALTHY-DEVICES"]
+    assert codes(f) == ["FAIL-F03-UNHEALTHY-DEVICES"]
     assert "2 of 4" in f[0].message and "not found in the plugin log" in f[0].message
 
 
 def test_overadvertised():
     n = node(name="gpu-e", labels=GFD4, capacity={"nvidia.com/gpu": "6"})
     f = check_counts(n, expectation(n, cfg()))
-    assert codes(f) == ["GPU-F04-OVERADVERTISED"]
+    assert codes(f) == ["FAIL-F04-OVERADVERTISED"]
     m = f[0].message
     assert "gpu-e" in m and "advertises 6" in m and "supports 4" in m and "4 GPUs x 1 replicas" in m
 
@@ -165,7 +165,7 @@ def test_overadvertised():
 def test_time_slicing_not_applied_is_sharing_mismatch():
     n = node(name="gpu-f", labels=TS4, capacity={"nvidia.com/gpu": "4"})
     f = check_counts(n, expectation(n, cfg()))
-    assert codes(f) == ["GPU-F10-SHARING-MISMATCH"]
+    assert codes(f) == ["FAIL-F10-SHARING-MISMATCH"]
     m = f[0].message
     assert "gpu-f" in m and "advertises 4" in m and "x 4 replicas = 16" in m
 
@@ -178,13 +178,13 @@ def test_time_slicing_applied_is_fine():
 def test_underadvertised():
     n = node(name="gpu-g", labels=GFD4, capacity={"nvidia.com/gpu": "3"}, allocatable={"nvidia.com/gpu": "3"})
     f = check_counts(n, expectation(n, cfg()))
-    assert codes(f) == ["GPU-F04-UNDERADVERTISED"]
+    assert codes(f) == ["FAIL-F04-UNDERADVERTISED"]
     assert "gpu-g" in f[0].message and "advertises 3" in f[0].message and "expected 4" in f[0].message
 
 
 def test_unhealthy_and_overadvertised_are_both_reported():
     n = node(labels=GFD4, capacity={"nvidia.com/gpu": "8"}, allocatable={"nvidia.com/gpu": "7"})
-    assert codes(check_counts(n, expectation(n, cfg()))) == ["GPU-F03-UNHEALTHY-DEVICES", "GPU-F04-OVERADVERTISED"]
+    assert codes(check_counts(n, expectation(n, cfg()))) == ["FAIL-F03-UNHEALTHY-DEVICES", "FAIL-F04-OVERADVERTISED"]
 
 
 def test_unknown_expectation_only_checks_health():
@@ -217,11 +217,11 @@ def test_mig_mixed_match_and_mismatch():
     bad = node(name="mig-n", labels=MIXED, capacity={"nvidia.com/mig-1g.5gb": "7"},
                allocatable={"nvidia.com/mig-1g.5gb": "5"})
     f = check_counts(bad, expectation(bad, cfg()))
-    assert codes(f) == ["GPU-F09-MIG-MISMATCH"]
+    assert codes(f) == ["FAIL-F09-MIG-MISMATCH"]
     assert "mig-n" in f[0].message and "allocatable is 5" in f[0].message and "expected 7" in f[0].message
     absent = node(labels=MIXED, capacity={"nvidia.com/gpu": "1"})
     f = check_counts(absent, expectation(absent, cfg()))
-    assert codes(f) == ["GPU-F09-MIG-MISMATCH"] and "absent" in f[0].message
+    assert codes(f) == ["FAIL-F09-MIG-MISMATCH"] and "absent" in f[0].message
 
 
 def test_mig_mixed_without_profiles():
@@ -232,7 +232,7 @@ def test_mig_mixed_without_profiles():
     pinned = cfg()
     pinned["mig"]["strategy"] = "mixed"  # a config that requires MIG devices on every node
     f = check_counts(n, expectation(n, pinned))
-    assert codes(f) == ["GPU-F09-MIG-MISMATCH"] and "no nvidia.com/mig-*.count labels" in f[0].message
+    assert codes(f) == ["FAIL-F09-MIG-MISMATCH"] and "no nvidia.com/mig-*.count labels" in f[0].message
 
 
 def test_mig_mixed_with_whole_gpus_beside_mig_devices():
@@ -244,7 +244,7 @@ def test_mig_mixed_with_whole_gpus_beside_mig_devices():
     assert check_counts(n, exp) == [] and exp.resources == ["nvidia.com/mig-1g.10gb", "nvidia.com/mig-4g.40gb",
                                                             "nvidia.com/gpu"]
     over = node(labels=labels, capacity={**mig, "nvidia.com/gpu": "2"})
-    assert codes(check_counts(over, expectation(over, cfg()))) == ["GPU-F04-OVERADVERTISED"]
+    assert codes(check_counts(over, expectation(over, cfg()))) == ["FAIL-F04-OVERADVERTISED"]
     only_mig = node(labels=labels, capacity=mig)
     assert expectation(only_mig, cfg()).resources == ["nvidia.com/mig-1g.10gb", "nvidia.com/mig-4g.40gb"]
 
@@ -253,7 +253,7 @@ def test_stale_resources():
     n = node(name="gpu-h", labels=GFD4, capacity={"nvidia.com/gpu": "4", "nvidia.com/mig-1g.5gb": "7",
                                                   "nvidia.com/gpu.shared": "0", "amd.com/gpu": "1"})
     f = stale_resources(n, expectation(n, cfg()))
-    assert codes(f) == ["GPU-F04-STALE-RESOURCE"]
+    assert codes(f) == ["FAIL-F04-STALE-RESOURCE"]
     assert "gpu-h" in f[0].message and "nvidia.com/mig-1g.5gb=7" in f[0].message
     clean = node(labels=GFD4, capacity={"nvidia.com/gpu": "4"})
     assert stale_resources(clean, expectation(clean, cfg())) == []
@@ -325,7 +325,7 @@ def test_mig_mixed_node_checked_as_plain_is_a_mig_mismatch_not_unregistered():
            "sharing": {"strategy": "none", "replicas": "auto", "renamed": False},
            "mig": {"strategy": "none", "profiles": {}}}
     findings = check_counts(node, expectation(node, cfg))
-    assert [f.code for f in findings] == ["GPU-F09-MIG-MISMATCH"]
+    assert [f.code for f in findings] == ["FAIL-F09-MIG-MISMATCH"]
     assert "nvidia.com/mig-3g.20gb" in findings[0].message and "expected MIG strategy is none" in findings[0].message
 
 
@@ -379,13 +379,13 @@ def test_renamed_auto_follows_the_advertised_name_and_pinned_renamed_does_not():
     pinned = gconfig.load(None, {"preset": "nvidia-time-slicing-renamed"}, environ={}).data
     exp = expectation(n, pinned)
     assert exp.resource == "nvidia.com/gpu.shared"
-    assert [f.code for f in check_counts(n, exp)] == ["GPU-F01-NOT-REGISTERED"]
+    assert [f.code for f in check_counts(n, exp)] == ["FAIL-F01-NOT-REGISTERED"]
 
 
 def test_plain_preset_pins_whole_gpus_so_a_sliced_node_is_a_finding():
     n = node(labels=TS4, capacity={"nvidia.com/gpu": "16"})
     exp = expectation(n, gconfig.load(None, {"preset": "nvidia-plain"}, environ={}).data)
-    assert [f.code for f in check_counts(n, exp)] == ["GPU-F04-OVERADVERTISED"]
+    assert [f.code for f in check_counts(n, exp)] == ["FAIL-F04-OVERADVERTISED"]
 
 
 def intel(**over) -> dict:
@@ -406,7 +406,7 @@ def test_intel_counts_from_nfd_and_shared_dev_num_from_the_plugin_args():
     assert (exp.physical, exp.replicas, exp.advertised) == (2, 10, 20)
     assert check_counts(n, exp) == [] and stale_resources(n, exp) == []  # the monitoring resource is not stale
     exp2 = expectation(n, intel(), [intel_plugin("-shared-dev-num", "5")])
-    assert [f.code for f in check_counts(n, exp2)] == ["GPU-F04-OVERADVERTISED"]
+    assert [f.code for f in check_counts(n, exp2)] == ["FAIL-F04-OVERADVERTISED"]
     exp3 = expectation(n, intel(), [])  # plugin not found: no sharing assumed
     assert exp3.replicas == 1 and "gpu.intel.com/device.count=2" in exp3.source
 
@@ -467,7 +467,7 @@ def test_a_thousand_devices_written_1k_are_counted_not_missing():
     ("amd", {}, "(missing: written only with -device-id)"),
 ])
 def test_an_unknown_gpu_count_says_whether_the_label_is_missing_or_malformed(vendor, labels, fragment):
-    """Before: `nvidia.com/gpu.count: eight` read as "no label"; an unknown count is never a pass (ENV-NOT-CHECKED)."""
+    """Before: `nvidia.com/gpu.count: eight` read as "no label"; an unknown count is never a pass (NOTCHECKED-OPTIONAL)."""
     c = cfg()
     c["vendor"] = vendor
     c["resourceName"] = {"nvidia": "nvidia.com/gpu", "intel": "gpu.intel.com/i915", "amd": "amd.com/gpu"}[vendor]
@@ -475,4 +475,4 @@ def test_an_unknown_gpu_count_says_whether_the_label_is_missing_or_malformed(ven
     e = expectation(n, c)
     assert e.physical is None and fragment in e.source, e.source
     f = count_findings(n, e)
-    assert [x.code for x in f] == ["ENV-NOT-CHECKED"] and fragment in f[0].message
+    assert [x.code for x in f] == ["NOTCHECKED-OPTIONAL"] and fragment in f[0].message

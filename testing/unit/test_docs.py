@@ -69,7 +69,7 @@ def test_every_reason_code_appears_with_outcome_and_hint():
     for code, r in REASONS.items():
         row = next((line for line in text.splitlines() if line.startswith(f"| `{code}` |")), None)
         assert row is not None, code
-        assert f"| {r.outcome} |" in row
+        assert f"| {r.klass} |" in row and f"| `{r.alias}` |" in row
         assert docs._prose(r.hint) in row
 
 
@@ -105,5 +105,5 @@ def test_a_new_key_or_reason_code_makes_the_committed_docs_stale(monkeypatch):
                                                  else f for f in gconfig.FIELDS))
     assert [p.name for p in docs.stale(docs.DOCS_DIR)] == [docs.CONFIG_DOC]
     monkeypatch.undo()
-    monkeypatch.setitem(REASONS, "GPU-NEW", REASONS["ENV-API"])
+    monkeypatch.setitem(REASONS, "GPU-NEW", REASONS["ERROR-API"])
     assert [p.name for p in docs.stale(docs.DOCS_DIR)] == [docs.REASONS_DOC]

@@ -110,7 +110,7 @@ def test_two_models_on_one_node_are_counted_on_the_pci_bus(path):
     exp = expectation(n, cfg())
     assert (exp.unit, exp.per_device, exp.mig_strategy) == ("gpu", 1, "none")
     findings = check_counts(n, exp)
-    assert [f.code for f in findings] == ["GPU-F04-OVERADVERTISED"]
+    assert [f.code for f in findings] == ["FAIL-F04-OVERADVERTISED"]
     assert "covers one GPU model" in findings[0].message and may_count_one_model(n, exp)
     bus = [{"address": f"0000:{a}:00.0", "vendor": "0x10de", "device": d, "class": "0x030200", "numa": 0,
             "virtfn": False, "driver": "nvidia"} for a, d in (("17", "0x20f1"), ("65", "0x20f1"), ("ca", "0x1eb8"))]

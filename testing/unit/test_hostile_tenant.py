@@ -46,12 +46,12 @@ def test_a_crash_looping_spoof_beside_the_healthy_plugin_changes_no_verdict():
     assert [p["metadata"]["name"] for p in after.pods] == [p["metadata"]["name"] for p in before.pods]
     assert (after.layout, after.why, after.companions) == (before.layout, before.why, before.companions)
     assert after.look_alikes == [f"tenant-a/my-job {SET_ASIDE}"]
-    assert plugin_findings("gpu-ts-0", after, 0) == []  # before the fix: GPU-F08-PLUGIN-CRASHLOOP
+    assert plugin_findings("gpu-ts-0", after, 0) == []  # before the fix: FAIL-F08-PLUGIN-CRASHLOOP
 
 
 def test_a_spoof_alone_never_passes_for_the_missing_plugin_nor_speaks_in_the_verdict():
     f = plugin_findings("gpu-ts-0", discovery.find_plugin_pods([spoof("my-job", "gpu-ts-0")], "nvidia"), 0)
-    assert [x.code for x in f] == ["GPU-F08-PLUGIN-NOT-READY"]
+    assert [x.code for x in f] == ["FAIL-F08-PLUGIN-NOT-READY"]
     assert "no device-plugin pod runs on this GPU node" in f[0].message
     assert f"look-alikes set aside: tenant-a/my-job {SET_ASIDE}" in f[0].message
     assert "::error::" not in f[0].message and "\x1b" not in f[0].message and "revoked" not in f[0].message
@@ -60,7 +60,7 @@ def test_a_spoof_alone_never_passes_for_the_missing_plugin_nor_speaks_in_the_ver
 def test_a_ready_spoof_does_not_make_the_plugin_check_pass_where_the_plugin_is_missing():
     ready = spoof("my-intel-job", "intel-flex-0")
     assert plugin_findings("intel-flex-0", discovery.find_plugin_pods([ready], "intel"), 0)[0].code == \
-        "GPU-F08-PLUGIN-NOT-READY"  # before the fix: [] (a pass)
+        "FAIL-F08-PLUGIN-NOT-READY"  # before the fix: [] (a pass)
 
 
 def test_a_spoofs_args_do_not_change_intels_expected_count():
@@ -71,7 +71,7 @@ def test_a_spoofs_args_do_not_change_intels_expected_count():
     with_spoof = [spoof("my-intel-job", "intel-flex-0")] + real  # first, as a LIST in name order may put it
     exp = expectation(node, cfg, discovery.find_plugin_pods(with_spoof, "intel").pods)
     assert exp == expectation(node, cfg, discovery.find_plugin_pods(real, "intel").pods)
-    assert check_counts(node, exp) == []  # before the fix: -shared-dev-num 64 from the spoof, GPU-F04-UNDERADVERTISED
+    assert check_counts(node, exp) == []  # before the fix: -shared-dev-num 64 from the spoof, FAIL-F04-UNDERADVERTISED
 
 
 def test_plugin_namespace_sets_aside_even_a_pod_doing_the_job_elsewhere():
@@ -89,7 +89,7 @@ def test_the_verdict_on_a_crash_looping_plugin_names_its_namespace():
     cs = plugin["status"]["containerStatuses"][0]
     cs["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
     f = plugin_findings("gpu-plain-0", discovery.find_plugin_pods(real, "nvidia"), 0)
-    assert f[0].code == "GPU-F08-PLUGIN-CRASHLOOP" and "plugin pod gpu-operator/nvidia-device-plugin-daemonset-" in f[0].message
+    assert f[0].code == "FAIL-F08-PLUGIN-CRASHLOOP" and "plugin pod gpu-operator/nvidia-device-plugin-daemonset-" in f[0].message
 
 
 def test_the_sandbox_device_plugin_is_not_the_container_plugin():

@@ -162,7 +162,7 @@ def test_rejected_credentials_are_raised_at_once_and_named(monkeypatch, fast):
         core.list_node()
     assert e.value.status == 401 and api.requests == 1
     problem = kube.api_error(e.value, "listing nodes")
-    assert problem.code == "ENV-AUTH" and "token expired" in problem.message
+    assert problem.code == "ERROR-AUTH" and "token expired" in problem.message
 
 
 def test_one_call_ends_within_its_deadline_not_attempts_times_timeout(monkeypatch, fast):
@@ -237,16 +237,16 @@ def test_a_409_without_an_earlier_ambiguous_attempt_stands(monkeypatch, fast):
 # ------------------------------------------------------------------ naming failures
 
 @pytest.mark.parametrize("exc,code,words", [
-    (http(401, "Unauthorized"), "ENV-AUTH", "rejected the credentials (401"),
-    (http(403, RBAC_403), "ENV-RBAC", "cannot list resource"),
-    (http(403, PSA_403), "ENV-API", "refused by admission (403): pods \"probe\" is forbidden: violates PodSecurity"),
-    (http(500, "etcdserver: request timed out"), "ENV-API", "HTTP 500"),
-    (refused(), "ENV-API", "API server not reachable: connection refused"),
-    (urllib3.exceptions.ConnectTimeoutError(None, "connect timed out"), "ENV-API", "connecting timed out"),
-    (read_timeout(), "ENV-API", "did not answer in time"),
-    (urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset")), "ENV-API",
+    (http(401, "Unauthorized"), "ERROR-AUTH", "rejected the credentials (401"),
+    (http(403, RBAC_403), "ERROR-RBAC", "cannot list resource"),
+    (http(403, PSA_403), "ERROR-API", "refused by admission (403): pods \"probe\" is forbidden: violates PodSecurity"),
+    (http(500, "etcdserver: request timed out"), "ERROR-API", "HTTP 500"),
+    (refused(), "ERROR-API", "API server not reachable: connection refused"),
+    (urllib3.exceptions.ConnectTimeoutError(None, "connect timed out"), "ERROR-API", "connecting timed out"),
+    (read_timeout(), "ERROR-API", "did not answer in time"),
+    (urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset")), "ERROR-API",
      "connection to the API server dropped"),
-    (ApiException(status=0, reason="SSLError\n[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"), "ENV-API",
+    (ApiException(status=0, reason="SSLError\n[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"), "ERROR-API",
      "TLS handshake"),
 ])
 def test_failures_are_named_with_their_own_code(exc, code, words):
@@ -256,7 +256,7 @@ def test_failures_are_named_with_their_own_code(exc, code, words):
 
 def test_unauthorized_and_unreachable_are_told_apart():
     auth, down = kube.api_error(http(401), "x"), kube.api_error(refused(), "x")
-    assert (auth.code, down.code) == ("ENV-AUTH", "ENV-API")
+    assert (auth.code, down.code) == ("ERROR-AUTH", "ERROR-API")
     assert "credentials" in auth.message and "credentials" not in down.message and "not reachable" in down.message
 
 
@@ -314,7 +314,7 @@ def test_a_rejected_credential_stops_the_watch_and_its_readers_raise_it(monkeypa
     assert time.monotonic() - t0 < 2 and w.failed is not None and not w.healthy
     with pytest.raises(kube.EnvironmentProblem) as e:
         w.raise_if_failed("watching the run's pods in ns")
-    assert e.value.code == "ENV-AUTH" and e.value.message.startswith("watching the run's pods in ns: ")
+    assert e.value.code == "ERROR-AUTH" and e.value.message.startswith("watching the run's pods in ns: ")
 
 
 def test_a_watch_failing_without_a_success_gives_up_and_says_why(monkeypatch):
@@ -322,7 +322,7 @@ def test_a_watch_failing_without_a_success_gives_up_and_says_why(monkeypatch):
     wait_until(lambda: w.failed is not None)
     with pytest.raises(kube.EnvironmentProblem) as e:
         w.raise_if_failed()
-    assert e.value.code == "ENV-API" and "not reachable" in e.value.message
+    assert e.value.code == "ERROR-API" and "not reachable" in e.value.message
     assert "stopped" in w.trouble()
 
 
@@ -451,7 +451,7 @@ def test_preflight_names_an_expired_token_as_such(server, tmp_path):
     srv = server({"/version/": [(401, {"kind": "Status", "message": "Unauthorized", "code": 401}, 0)]})
     with pytest.raises(kube.EnvironmentProblem) as e:
         preflight.connect(load(None, environ={}), srv.kubeconfig(tmp_path), None)
-    assert e.value.code == "ENV-AUTH" and "reading the API server version" in e.value.message
+    assert e.value.code == "ERROR-AUTH" and "reading the API server version" in e.value.message
     assert "token expired or the kubeconfig user is wrong" in e.value.message and srv.hits == ["/version/"]
 
 
@@ -465,7 +465,7 @@ def test_preflight_names_an_unreachable_server_as_such(tmp_path, server, monkeyp
     srv.close()  # nothing listens there any more
     with pytest.raises(kube.EnvironmentProblem) as e:
         preflight.connect(load(None, environ={}), kubeconfig, None)
-    assert e.value.code == "ENV-API" and "not reachable: connection refused" in e.value.message
+    assert e.value.code == "ERROR-API" and "not reachable: connection refused" in e.value.message
 
 
 def test_real_client_retries_a_503_and_bounds_a_hanging_server(server, monkeypatch):
@@ -484,7 +484,7 @@ def test_real_client_retries_a_503_and_bounds_a_hanging_server(server, monkeypat
         core.read_node("slow")
     took = time.monotonic() - t0
     assert took < 0.3 * kube.timing.API_CALL_DEADLINE_FACTOR + 0.3, took
-    assert kube.api_error(e.value, "reading node slow").code == "ENV-API"
+    assert kube.api_error(e.value, "reading node slow").code == "ERROR-API"
     assert "did not answer in time" in kube.api_error(e.value, "reading node slow").message
 
 
@@ -496,13 +496,13 @@ def test_calling_names_every_failure_of_the_call_inside_and_passes_a_verdict_thr
     with pytest.raises(kube.EnvironmentProblem) as e:
         with calling("listing nodes"):
             raise ApiException(status=403, reason="Forbidden")
-    assert e.value.code == "ENV-RBAC" and e.value.message.startswith("listing nodes: forbidden (403)")
+    assert e.value.code == "ERROR-RBAC" and e.value.message.startswith("listing nodes: forbidden (403)")
     assert e.value.__cause__ is None and e.value.__suppress_context__
     with pytest.raises(kube.EnvironmentProblem) as e:
         with calling("reading node n1"):
             raise urllib3.exceptions.MaxRetryError(None, "/api", reason=ConnectionRefusedError("refused"))
-    assert e.value.code == "ENV-API" and e.value.message.startswith("reading node n1: ")
-    verdict = kube.EnvironmentProblem("ENV-TIMEOUT", "already named")
+    assert e.value.code == "ERROR-API" and e.value.message.startswith("reading node n1: ")
+    verdict = kube.EnvironmentProblem("ERROR-TIMEOUT", "already named")
     with pytest.raises(kube.EnvironmentProblem) as e:
         with calling("x"):
             raise verdict

@@ -102,16 +102,16 @@ def test_amd_cpx_under_single_naming_multiplies_the_gpu_count():
 def test_amd_mixed_node_with_more_partitions_than_its_mode_allows_is_overadvertised():
     node, pods = node_of("amd-mixed.json", "amd-mixed-cpx-0")
     _, codes = judge(set_gpus(node, "amd.com/cpx_nps4", 72), pods, "amd")
-    assert codes == ["GPU-F04-OVERADVERTISED"]
+    assert codes == ["FAIL-F04-OVERADVERTISED"]
     node, pods = node_of("amd-mixed.json", "amd-mixed-spx-0")
     _, codes = judge(set_gpus(node, "amd.com/spx_nps1", 7), pods, "amd")
-    assert codes == ["GPU-F04-UNDERADVERTISED"]
+    assert codes == ["FAIL-F04-UNDERADVERTISED"]
 
 
 def test_amd_single_naming_cpx_node_missing_partitions_is_underadvertised():
     node, pods = node_of("amd-operator.json", "amd-op-cpx-0")
     _, codes = judge(set_gpus(node, "amd.com/gpu", 56), pods, "amd")
-    assert codes == ["GPU-F04-UNDERADVERTISED"]
+    assert codes == ["FAIL-F04-UNDERADVERTISED"]
 
 
 def test_amd_partitions_without_the_mode_label_are_unknown_not_failed_and_say_why():
@@ -123,7 +123,7 @@ def test_amd_partitions_without_the_mode_label_are_unknown_not_failed_and_say_wh
     # a plain (not partition-capable) model advertising more than its GPUs still fails
     plain, pods = node_of("amd-operator.json", "amd-op-vf-0")
     _, codes = judge(set_gpus(plain, "amd.com/gpu", 2), pods, "amd")
-    assert codes == ["GPU-F04-OVERADVERTISED"]
+    assert codes == ["FAIL-F04-OVERADVERTISED"]
 
 
 def test_amd_without_device_id_labels_the_count_is_unknown_and_says_so():
@@ -149,13 +149,13 @@ def test_intel_i915_beside_xe_is_healthy_and_judged_by_the_sum():
 def test_intel_dual_node_advertising_more_than_its_cards_is_overadvertised():
     node, pods = node_of("intel-dual.json", "intel-dual-flex-0")
     _, codes = judge(set_gpus(node, "gpu.intel.com/i915", 20), pods, "intel")
-    assert codes == ["GPU-F04-OVERADVERTISED"]
+    assert codes == ["FAIL-F04-OVERADVERTISED"]
 
 
 def test_intel_dual_node_missing_a_card_is_underadvertised():
     node, pods = node_of("intel-dual.json", "intel-dual-0")
     _, codes = judge(set_gpus(node, "gpu.intel.com/xe", 0), pods, "intel")
-    assert codes == ["GPU-F04-UNDERADVERTISED"]
+    assert codes == ["FAIL-F04-UNDERADVERTISED"]
 
 
 def test_intel_sriov_vfs_advertised_instead_of_the_pf_is_healthy_and_bounded():
@@ -163,9 +163,9 @@ def test_intel_sriov_vfs_advertised_instead_of_the_pf_is_healthy_and_bounded():
     exp, codes = judge(node, pods, "intel")
     assert codes == [] and exp.physical == 4 and "isPfWithVfs" in exp.source and "bounded" in exp.source
     _, codes = judge(set_gpus(node, "gpu.intel.com/i915", 1), pods, "intel")  # fewer than any PF/VF split allows
-    assert codes == ["GPU-F04-UNDERADVERTISED"]
+    assert codes == ["FAIL-F04-UNDERADVERTISED"]
     _, codes = judge(set_gpus(node, "gpu.intel.com/i915", 6), pods, "intel")
-    assert codes == ["GPU-F04-OVERADVERTISED"]
+    assert codes == ["FAIL-F04-OVERADVERTISED"]
 
 
 def test_intel_allow_and_deny_ids_filter_the_expected_cards():
@@ -176,7 +176,7 @@ def test_intel_allow_and_deny_ids_filter_the_expected_cards():
     exp, codes = judge(node, pods, "intel")
     assert codes == [] and "-allow-ids=0x56a0" in exp.source and "bounded" in exp.source
     _, codes = judge(set_gpus(node, "gpu.intel.com/i915", 3), pods, "intel")  # the filtered iGPU advertised too
-    assert codes == ["GPU-F04-OVERADVERTISED"]
+    assert codes == ["FAIL-F04-OVERADVERTISED"]
 
 
 def test_intel_without_filter_args_a_missing_card_is_still_underadvertised():
@@ -184,7 +184,7 @@ def test_intel_without_filter_args_a_missing_card_is_still_underadvertised():
     for p in pods:
         p["spec"]["containers"][0]["args"] = p["spec"]["containers"][0]["args"][:-2]
     _, codes = judge(node, pods, "intel")
-    assert codes == ["GPU-F04-UNDERADVERTISED"]  # 3 Intel GPUs in the labels, 2 advertised
+    assert codes == ["FAIL-F04-UNDERADVERTISED"]  # 3 Intel GPUs in the labels, 2 advertised
 
 
 def test_intel_device_count_and_generic_labels():

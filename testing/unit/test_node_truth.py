@@ -66,7 +66,7 @@ def test_every_recorded_healthy_shape_passes_the_count_and_capacity_checks(name)
 
 @pytest.mark.parametrize("name", ["single-plain-0", "single-t4-0"])
 def test_mig_strategy_label_of_a_default_operator_install_does_not_make_a_plain_node_mig(name):
-    """Before: unit "mig" -> the isolation pod seeing one whole GPU was GPU-F12-DEVICE-NOT-INJECTED, and the PCI
+    """Before: unit "mig" -> the isolation pod seeing one whole GPU was FAIL-F12-DEVICE-NOT-INJECTED, and the PCI
     check ignored the count label."""
     n = node(name)
     exp = expectation(n, CFG)
@@ -78,7 +78,7 @@ def test_mig_strategy_label_of_a_default_operator_install_does_not_make_a_plain_
     assert hardware_findings(name, exp, n, probe(name, pci_gpus(gpus)))[0] == []
     # the label is judged against the bus again: a GPU off the bus is found
     assert codes(hardware_findings(name, exp, n, probe(name, pci_gpus(gpus - 1)))[0]) == [
-        "GPU-F04-LABEL-HARDWARE-MISMATCH", "GPU-F04-OVERADVERTISED"]
+        "FAIL-F04-LABEL-HARDWARE-MISMATCH", "FAIL-F04-OVERADVERTISED"]
 
 
 def test_a_configured_mig_strategy_is_still_taken_as_stated():
@@ -90,8 +90,8 @@ def test_a_configured_mig_strategy_is_still_taken_as_stated():
 # ------------------------------------------------------------ 2. MIG single with time-slicing
 
 def test_mig_single_with_time_slicing_lets_replicas_share_a_mig_device():
-    """Before: per_device 1 -> the isolation pod was GPU-F12 and two burst pods on one MIG device were
-    GPU-DOUBLE-ALLOCATION."""
+    """Before: per_device 1 -> the isolation pod was F12 and two burst pods on one MIG device were
+    FAIL-DOUBLE-ALLOCATION."""
     n = node("single-ts-0")
     exp = expectation(n, CFG)
     assert (exp.mig_strategy, exp.unit, exp.replicas, exp.per_device, exp.advertised) == ("single", "mig", 2, 2, 56)
@@ -101,29 +101,29 @@ def test_mig_single_with_time_slicing_lets_replicas_share_a_mig_device():
     assert burst_findings("single-ts-0", [Seen("b0", 1, ["/dev/nvidia0"], [gpu]),
                                           Seen("b1", 1, ["/dev/nvidia0"], [gpu])], exp.per_device)[0] == []
     three = [Seen(f"b{i}", 1, ["/dev/nvidia0"], [gpu]) for i in range(3)]
-    assert codes(burst_findings("single-ts-0", three, exp.per_device)[0]) == ["GPU-DOUBLE-ALLOCATION"]
-    assert codes(check_counts(node("single-ts-0", gpu="57"), exp)) == ["GPU-F04-OVERADVERTISED"]
+    assert codes(burst_findings("single-ts-0", three, exp.per_device)[0]) == ["FAIL-DOUBLE-ALLOCATION"]
+    assert codes(check_counts(node("single-ts-0", gpu="57"), exp)) == ["FAIL-F04-OVERADVERTISED"]
 
 
 # ------------------------------------------------------------ 3. MIG mixed with time-sliced whole GPUs
 
 def test_mig_mixed_whole_gpus_are_counted_with_their_replicas():
-    """Before: 4 time-sliced replicas of the one whole GPU were GPU-F04-OVERADVERTISED (> 2 GPUs - 1)."""
+    """Before: 4 time-sliced replicas of the one whole GPU were FAIL-F04-OVERADVERTISED (> 2 GPUs - 1)."""
     assert healthy(node("mixed-ts-0")) == []
     over = node("mixed-ts-0", gpu="8")
     f = check_counts(over, expectation(over, CFG))
-    assert codes(f) == ["GPU-F04-OVERADVERTISED"] and "at most 1 x 4 replicas = 4" in f[0].message
+    assert codes(f) == ["FAIL-F04-OVERADVERTISED"] and "at most 1 x 4 replicas = 4" in f[0].message
 
 
 # ------------------------------------------------------------ 4. two GPU models on one node
 
 def test_two_models_on_one_node_are_counted_on_the_pci_bus():
-    """Before: GFD's gpu.count=1 (the T4) against 3 advertised was GPU-F04-OVERADVERTISED in the count check and
-    GPU-F04-LABEL-HARDWARE-MISMATCH in the PCI check."""
+    """Before: GFD's gpu.count=1 (the T4) against 3 advertised was FAIL-F04-OVERADVERTISED in the count check and
+    FAIL-F04-LABEL-HARDWARE-MISMATCH in the PCI check."""
     n = node("two-models-0")
     exp = expectation(n, CFG)
     label_only = check_counts(n, exp)
-    assert codes(label_only) == ["GPU-F04-OVERADVERTISED"] and "one GPU model" in label_only[0].message
+    assert codes(label_only) == ["FAIL-F04-OVERADVERTISED"] and "one GPU model" in label_only[0].message
     assert may_count_one_model(n, exp)
     counted = with_pci_count(exp, probe("two-models-0"))
     assert counted.physical == 3 and "0x20f1" in counted.basis["physical"]
@@ -134,13 +134,13 @@ def test_two_models_on_one_node_are_counted_on_the_pci_bus():
 def test_two_models_over_advertised_still_fails_on_both_checks():
     n = node("two-models-0", gpu="5")
     exp = expectation(n, CFG)
-    assert codes(check_counts(n, with_pci_count(exp, probe("two-models-0")))) == ["GPU-F04-OVERADVERTISED"]
-    assert codes(hardware_findings("two-models-0", exp, n, probe("two-models-0"))[0]) == ["GPU-F04-OVERADVERTISED"]
+    assert codes(check_counts(n, with_pci_count(exp, probe("two-models-0")))) == ["FAIL-F04-OVERADVERTISED"]
+    assert codes(hardware_findings("two-models-0", exp, n, probe("two-models-0"))[0]) == ["FAIL-F04-OVERADVERTISED"]
     # a count that matches neither a model nor the bus is still a label/hardware mismatch
     wrong = node("two-models-0")
     wrong["metadata"]["labels"]["nvidia.com/gpu.count"] = "4"
     assert codes(hardware_findings("two-models-0", exp, wrong, probe("two-models-0"))[0]) == [
-        "GPU-F04-LABEL-HARDWARE-MISMATCH"]
+        "FAIL-F04-LABEL-HARDWARE-MISMATCH"]
 
 
 def test_a_single_model_node_never_asks_the_bus():
@@ -151,7 +151,7 @@ def test_a_single_model_node_never_asks_the_bus():
 # ------------------------------------------------------------ 5. MIG names on plugins before v0.20.0
 
 def test_mig_devices_with_attributes_under_their_base_name_pass_on_an_old_plugin():
-    """Before: GPU-F09-MIG-MISMATCH (mig-1g.10gb.me and mig-1c.3g.40gb absent) and F04-STALE-RESOURCE (mig-3g.40gb)."""
+    """Before: FAIL-F09-MIG-MISMATCH (mig-1g.10gb.me and mig-1c.3g.40gb absent) and F04-STALE-RESOURCE (mig-3g.40gb)."""
     old = expectation(node("old-plugin-mig-0"), CFG)
     assert old.mig_profiles == {"nvidia.com/mig-1g.10gb": 3, "nvidia.com/mig-3g.40gb": 2}
     assert "before v0.20.0" in old.basis["mig"]
@@ -161,19 +161,19 @@ def test_mig_devices_with_attributes_under_their_base_name_pass_on_an_old_plugin
 
 def test_a_missing_mig_device_is_still_found_on_either_plugin_version():
     old = node("old-plugin-mig-0", **{"mig_1g_dot_10gb": "2"})  # the +me device missing, 1c.3g under 3g
-    assert "GPU-F09-MIG-MISMATCH" in codes(healthy(old))
+    assert "FAIL-F09-MIG-MISMATCH" in codes(healthy(old))
     new = node("new-plugin-mig-0")
     del new["status"]["capacity"]["nvidia.com/mig-1g.10gb.me"], new["status"]["allocatable"]["nvidia.com/mig-1g.10gb.me"]
-    assert codes(check_counts(new, expectation(new, CFG))) == ["GPU-F09-MIG-MISMATCH"]
+    assert codes(check_counts(new, expectation(new, CFG))) == ["FAIL-F09-MIG-MISMATCH"]
 
 
 # ------------------------------------------------------------ 6. Jetson / Tegra root ports
 
 def test_tegra_root_ports_alone_leave_the_pci_count_not_checked():
-    """Before: NVIDIA-vendor bridges made the function list non-empty with 0 GPUs: GPU-F04-LABEL-HARDWARE-MISMATCH."""
+    """Before: NVIDIA-vendor bridges made the function list non-empty with 0 GPUs: FAIL-F04-LABEL-HARDWARE-MISMATCH."""
     n = node("jetson-0")
     found, _ = hardware_findings("jetson-0", expectation(n, CFG), n, probe("jetson-0"))
-    assert codes(found) == ["ENV-NOT-CHECKED"] and "only PCI bridges: 0001:00:00.0, 0004:00:00.0" in found[0].message
+    assert codes(found) == ["NOTCHECKED-OPTIONAL"] and "only PCI bridges: 0001:00:00.0, 0004:00:00.0" in found[0].message
 
 
 def test_a_vendor_function_that_is_not_a_bridge_keeps_the_pci_count_checked():
@@ -182,7 +182,7 @@ def test_a_vendor_function_that_is_not_a_bridge_keeps_the_pci_count_checked():
              "virtfn": False, "driver": None}
     found, _ = hardware_findings("jetson-0", expectation(n, CFG), n,
                                  probe("jetson-0", DATA["pci"]["jetson-0"] + [audio]))
-    assert codes(found) == ["GPU-F04-LABEL-HARDWARE-MISMATCH", "GPU-F04-OVERADVERTISED"]
+    assert codes(found) == ["FAIL-F04-LABEL-HARDWARE-MISMATCH", "FAIL-F04-OVERADVERTISED"]
 
 
 # ------------------------------------------------------------ a count that cannot be known never passes
@@ -192,6 +192,6 @@ def test_a_node_without_a_gpu_count_is_not_checked_rather_than_passed():
     n = node("single-plain-0")
     del n["metadata"]["labels"]["nvidia.com/gpu.count"]
     f = count_findings(n, expectation(n, CFG))
-    assert codes(f) == ["ENV-NOT-CHECKED"] and "count is unknown" in f[0].message and "4 nvidia.com/gpu" in f[0].message
+    assert codes(f) == ["NOTCHECKED-OPTIONAL"] and "count is unknown" in f[0].message and "4 nvidia.com/gpu" in f[0].message
     n["status"]["capacity"]["nvidia.com/mig-1g.5gb"] = "7"  # a real finding still comes first
-    assert codes(count_findings(n, expectation(n, CFG)))[0] == "GPU-F04-STALE-RESOURCE"
+    assert codes(count_findings(n, expectation(n, CFG)))[0] == "FAIL-F04-STALE-RESOURCE"

@@ -24,7 +24,7 @@ class Spaces:
 
     def create_pod(self, manifest: dict) -> str:
         if self.refuse:
-            raise EnvironmentProblem("ENV-API", self.refuse)
+            raise EnvironmentProblem("ERROR-API", self.refuse)
         self.created.append(manifest["metadata"]["name"])
         return manifest["metadata"]["name"]
 
@@ -70,7 +70,7 @@ def test_a_failed_checks_evidence_is_collected_before_its_pods_go_and_kept_when_
     run = fake_run(keepNamespaceOnFailure="true")
     check = nodecheck.make(run, "gpu-a", "t")
     check.start(check.probe_pod("bad", "x", 0))
-    check.exc = Violation("GPU-F04-OVERADVERTISED", "deliberate")
+    check.exc = Violation("FAIL-F04-OVERADVERTISED", "deliberate")
     check.close()
     assert check.evidence.collected is not None and "log bad-gpu-a" in check.evidence.collected
     assert run.spaces.deleted == []  # kept for inspection
@@ -80,7 +80,7 @@ def test_a_skipped_check_collects_no_evidence():
     run = fake_run()
     check = nodecheck.make(run, "gpu-a", "t")
     check.start(check.probe_pod("s", "x", 0))
-    check.exc = pytest.skip.Exception("[GPU-F07-BUSY] busy")
+    check.exc = pytest.skip.Exception("[SKIP-F07-BUSY] busy")
     check.close()
     assert check.evidence.collected is None and run.spaces.deleted == ["s-gpu-a"]
 
@@ -90,7 +90,7 @@ def test_a_creation_refused_for_a_missing_runtime_class_is_its_verdict():
     check = nodecheck.make(run, "gpu-a", "t")
     with pytest.raises(Violation) as e:
         check.start(check.probe_pod("x", "x", 1))
-    assert e.value.code == "GPU-F12-INJECTION-FAILED"
+    assert e.value.code == "FAIL-F12-INJECTION-FAILED"
 
 
 def test_one_wait_covers_pods_of_one_namespace():

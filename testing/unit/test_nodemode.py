@@ -4,7 +4,7 @@ testing/unit/data/layouts/nvidia-no-plugin.json holds GPU-operator nodes that ru
 design (vm-passthrough, vm-vgpu, gpu.deploy.device-plugin=false, the DRA stack, a standalone DRA driver), the
 device-plugin nodes beside them that must stay certified, their ResourceSlices and the sandbox plugin's pod; its
 "source" names the upstream files. Before this change every one of them was a GPU node to certify (they carry
-nvidia.com/gpu.present=true) and failed GPU-F01/F08 as not registered, and nodes.selector added every node
+nvidia.com/gpu.present=true) and failed F01/F08 as not registered, and nodes.selector added every node
 advertising nvidia.com/gpu whatever it said.
 """
 
@@ -212,7 +212,7 @@ def test_without_slices_discovery_goes_on_with_the_labels_and_says_why(monkeypat
 
 def test_slices_of_a_driver_that_is_not_a_gpu_driver_never_take_a_gpu_node_out():
     """A NIC's or a tenant's DRA driver publishing slices for a GPU node whose plugin never registered: the node
-    stays certified (so its GPU-F01 is reported), and the reason names the foreign driver."""
+    stays certified (so its F01 is reported), and the reason names the foreign driver."""
     labels = {"nvidia.com/gpu.present": "true"}
     nic = [{"spec": {"driver": "dra.net.example.com", "nodeName": "n"}}]
     mode = nodemode.allocation_path(labels, {}, {}, nic, "nvidia")

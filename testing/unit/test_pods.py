@@ -41,14 +41,14 @@ def test_unexpected_admission():
                  "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
                  "Requested: 1, Available: 0, which is unexpected")
     prob = verdicts.classify(p, [])
-    assert prob.code == "GPU-F05-UNEXPECTED-ADMISSION"
+    assert prob.code == "FAIL-F05-UNEXPECTED-ADMISSION"
     assert "gpuconform-alloc-1" in prob.message and "gpu-a" in prob.message and "Requested: 1" in prob.message
 
 
 def test_topology_affinity():
     p = recorded("Failed", "TopologyAffinityError", "Resources cannot be allocated with Topology locality")
     prob = verdicts.classify(p, [])
-    assert prob.code == "GPU-F06-TOPOLOGY-AFFINITY" and "Topology locality" in prob.message
+    assert prob.code == "FAIL-F06-TOPOLOGY-AFFINITY" and "Topology locality" in prob.message
 
 
 def test_image_pull():
@@ -57,7 +57,7 @@ def test_image_pull():
                                  "message": 'failed to pull and unpack image "docker.io/library/busybox:1.36": '
                                             "dial tcp: lookup registry-1.docker.io: no such host"}}}]
     prob = verdicts.classify(recorded(container_statuses=cs), [])
-    assert prob.code == "GPU-F14-IMAGE-PULL"
+    assert prob.code == "ERROR-F14-IMAGE-PULL"
     assert "busybox:1.36" in prob.message and "ErrImagePull" in prob.message and "no such host" in prob.message
 
 
@@ -65,9 +65,9 @@ def test_create_container_error_device():
     cs = [{"name": "probe", "image": "busybox:1.36",
            "state": {"waiting": {"reason": "CreateContainerError",
                                  "message": "failed to generate spec: device /dev/nvidia3 not found"}}}]
-    assert verdicts.classify(recorded(container_statuses=cs), []).code == "GPU-F12-INJECTION-FAILED"
+    assert verdicts.classify(recorded(container_statuses=cs), []).code == "FAIL-F12-INJECTION-FAILED"
     cs[0]["state"]["waiting"]["message"] = "secret not found"
-    assert verdicts.classify(recorded(container_statuses=cs), []).code == "ENV-API"
+    assert verdicts.classify(recorded(container_statuses=cs), []).code == "ERROR-API"
 
 
 # Constructed from the runtimes' error formats (containerd's CDI injection error, the NVIDIA hook's failure as
@@ -92,20 +92,20 @@ def test_runtime_injection_errors_are_injection_failures_with_the_runtimes_messa
                                                                           **({"exitCode": 128} if state == "terminated"
                                                                              else {})}}}]
     prob = verdicts.classify(recorded(phase="Failed" if state == "terminated" else "Pending", container_statuses=cs), [])
-    assert prob.code == "GPU-F12-INJECTION-FAILED"
+    assert prob.code == "FAIL-F12-INJECTION-FAILED"
     assert reason in prob.message and message[-60:] in prob.message
 
 
 def test_a_start_error_that_is_not_about_devices_is_an_environment_problem():
     cs = [{"name": "probe", "state": {"terminated": {"reason": "StartError", "exitCode": 128,
                                                      "message": 'exec: "sh": executable file not found in $PATH'}}}]
-    assert verdicts.classify(recorded(phase="Failed", container_statuses=cs), []).code == "ENV-API"
+    assert verdicts.classify(recorded(phase="Failed", container_statuses=cs), []).code == "ERROR-API"
 
 
 def test_a_pod_refused_for_a_missing_runtime_class_is_an_injection_failure():
     msg = 'pods "vectoradd-n1" is forbidden: pod rejected: RuntimeClass "nvidia" not found'
     prob = verdicts.creation_refused("vectoradd-n1", "n1", msg)
-    assert prob.code == "GPU-F12-INJECTION-FAILED" and msg in prob.message and "runtimeClassName" in prob.message
+    assert prob.code == "FAIL-F12-INJECTION-FAILED" and msg in prob.message and "runtimeClassName" in prob.message
     assert verdicts.creation_refused("p", "n1", 'pods "p" is forbidden: violates PodSecurity "restricted"') is None
 
 
@@ -127,7 +127,7 @@ def test_a_runtime_without_the_runtime_class_handler_is_an_injection_failure(mes
     p["spec"].update({"nodeName": "gpu-a", "runtimeClassName": "nvidia"})
     assert pods.creating(p) and not pods.needs_events(p)
     prob = verdicts.classify(p, [sandbox_event(message)])
-    assert prob.code == "GPU-F12-INJECTION-FAILED" and message in prob.message and "'nvidia'" in prob.message
+    assert prob.code == "FAIL-F12-INJECTION-FAILED" and message in prob.message and "'nvidia'" in prob.message
 
 
 def test_other_sandbox_failures_and_started_pods_are_left_to_the_wait():
@@ -180,7 +180,7 @@ def unschedulable(msg: str) -> list[dict]:
 
 def test_untolerated_taint():
     prob = verdicts.classify(recorded(conditions=unschedulable(TAINT_MSG)), [])
-    assert prob.code == "GPU-F15-UNTOLERATED-TAINT"
+    assert prob.code == "ERROR-F15-UNTOLERATED-TAINT"
     assert "gpuconform.dev/maintenance" in prob.message and "gpu-a" in prob.message
 
 
@@ -191,25 +191,25 @@ INSUFFICIENT = ("0/4 nodes are available: 1 Insufficient nvidia.com/gpu, 3 node(
 
 def test_insufficient_gpu_busy():
     prob = verdicts.classify(recorded(conditions=unschedulable(INSUFFICIENT)), [], free_on_node=0)
-    assert prob.code == "GPU-F07-BUSY" and "no free GPU" in prob.message
+    assert prob.code == "SKIP-F07-BUSY" and "no free GPU" in prob.message
 
 
 def test_insufficient_gpu_with_free_gpus_is_not_schedulable():
     prob = verdicts.classify(recorded(conditions=unschedulable(INSUFFICIENT)), [], free_on_node=2)
-    assert prob.code == "GPU-F07-NOT-SCHEDULABLE" and "2 GPU(s) looked free" in prob.message
+    assert prob.code == "FAIL-F07-NOT-SCHEDULABLE" and "2 GPU(s) looked free" in prob.message
 
 
 def test_failed_scheduling_event_used_without_condition():
     ev = {"reason": "FailedScheduling", "type": "Warning", "message": INSUFFICIENT,
           "involvedObject": {"kind": "Pod", "name": "gpuconform-alloc-1"}}
-    assert verdicts.classify(recorded(), [ev], free_on_node=0).code == "GPU-F07-BUSY"
+    assert verdicts.classify(recorded(), [ev], free_on_node=0).code == "SKIP-F07-BUSY"
     ev_v1 = {"reason": "FailedScheduling", "note": TAINT_MSG}
-    assert verdicts.classify(recorded(), [ev_v1]).code == "GPU-F15-UNTOLERATED-TAINT"
+    assert verdicts.classify(recorded(), [ev_v1]).code == "ERROR-F15-UNTOLERATED-TAINT"
 
 
 def test_other_unschedulable_reason():
     msg = "0/4 nodes are available: 1 node(s) were unschedulable, 3 node(s) didn't match Pod's node affinity/selector."
-    assert verdicts.classify(recorded(conditions=unschedulable(msg)), []).code == "GPU-F07-NOT-SCHEDULABLE"
+    assert verdicts.classify(recorded(conditions=unschedulable(msg)), []).code == "FAIL-F07-NOT-SCHEDULABLE"
 
 
 def test_taint_on_other_node_does_not_hide_busy_gpu():
@@ -217,7 +217,7 @@ def test_taint_on_other_node_does_not_hide_busy_gpu():
            "{node-role.kubernetes.io/control-plane: }, 1 node(s) didn't match Pod's node affinity/selector. "
            "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
            "2 Preemption is not helpful for scheduling.")
-    assert verdicts.classify(recorded(conditions=unschedulable(msg)), [], free_on_node=0).code == "GPU-F07-BUSY"
+    assert verdicts.classify(recorded(conditions=unschedulable(msg)), [], free_on_node=0).code == "SKIP-F07-BUSY"
 
 
 def test_nothing_wrong():
@@ -229,7 +229,7 @@ def test_nothing_wrong():
 def test_other_failure_is_env_api():
     prob = verdicts.classify(recorded("Failed", "DeadlineExceeded", "Pod was active on the node longer than the "
                                   "specified deadline"), [])
-    assert prob.code == "ENV-API" and "DeadlineExceeded" in prob.message
+    assert prob.code == "ERROR-API" and "DeadlineExceeded" in prob.message
 
 
 def test_exit_code_and_phase_helpers():
@@ -359,28 +359,28 @@ def test_describe_nodes_and_skip_reason():
     got = {g.name: g for g in nodes.describe_nodes(ns, [pod], exps)}
     assert [g.name for g in nodes.describe_nodes(ns, [pod], exps)] == sorted(got)
     assert got["a-ok"].taints == ("k=v:NoSchedule",) and got["a-ok"].usable and got["a-ok"].skip_reason(1) is None
-    assert got["m-down"].skip_reason(1) == ("ENV-NODE-NOT-READY", "m-down is NotReady")
-    assert got["n-cordon"].skip_reason(1)[0] == "ENV-NODE-NOT-READY" and not got["n-cordon"].usable
+    assert got["m-down"].skip_reason(1) == ("SKIP-NODE-NOT-READY", "m-down is NotReady")
+    assert got["n-cordon"].skip_reason(1)[0] == "SKIP-NODE-NOT-READY" and not got["n-cordon"].usable
     code, msg = got["z-busy"].skip_reason(1)
-    assert code == "GPU-F07-BUSY" and "0 free GPU(s) of 1" in msg and "needs 1" in msg
+    assert code == "SKIP-F07-BUSY" and "0 free GPU(s) of 1" in msg and "needs 1" in msg
     assert got["z-busy"].skip_reason(0) is None
 
 
 # ---------------------------------------------------------------- reasons
 
 def test_violation_is_assertion_error():
-    v = Violation("GPU-F03-UNHEALTHY-DEVICES", "gpu-a: 1 of 4 devices are Unhealthy")
+    v = Violation("FAIL-F03-UNHEALTHY-DEVICES", "gpu-a: 1 of 4 devices are Unhealthy")
     assert isinstance(v, AssertionError) and isinstance(v, Verdict)
-    assert v.outcome == "fail" and v.reason is REASONS["GPU-F03-UNHEALTHY-DEVICES"]
+    assert v.outcome == "fail" and v.reason is REASONS["FAIL-F03-UNHEALTHY-DEVICES"]
     text = v.render()
-    assert text.startswith("[GPU-F03-UNHEALTHY-DEVICES] gpu-a: 1 of 4 devices are Unhealthy")
-    assert "fix: " + REASONS["GPU-F03-UNHEALTHY-DEVICES"].hint in text
+    assert text.startswith("[FAIL-F03-UNHEALTHY-DEVICES] gpu-a: 1 of 4 devices are Unhealthy")
+    assert "fix: " + REASONS["FAIL-F03-UNHEALTHY-DEVICES"].hint in text
     assert str(v) == text
-    assert code_of(text) == "GPU-F03-UNHEALTHY-DEVICES"
+    assert code_of(text) == "FAIL-F03-UNHEALTHY-DEVICES"
 
 
 def test_environment_problem_is_not_assertion_error():
-    e = EnvironmentProblem("ENV-API", "list nodes: 503")
+    e = EnvironmentProblem("ERROR-API", "list nodes: 503")
     assert not isinstance(e, AssertionError) and e.outcome == "error" and e.evidence == {}
 
 
@@ -392,8 +392,8 @@ def test_unknown_code_raises():
 
 
 def test_skip_reason_and_code_of():
-    assert skip_reason("GPU-F07-BUSY", "gpu-a has 0 free") == "[GPU-F07-BUSY] gpu-a has 0 free"
-    assert code_of("[GPU-F07-BUSY] gpu-a has 0 free") == "GPU-F07-BUSY"
+    assert skip_reason("SKIP-F07-BUSY", "gpu-a has 0 free") == "[SKIP-F07-BUSY] gpu-a has 0 free"
+    assert code_of("[SKIP-F07-BUSY] gpu-a has 0 free") == "SKIP-F07-BUSY"
     assert code_of("[NOT-A-CODE] x") is None and code_of("plain text") is None
 
 
@@ -406,10 +406,10 @@ def test_reason_table_is_consistent():
 def test_certification_ignores_only_not_checked_skips():
     from gpuconform.reasons import certified
 
-    assert certified([("passed", None), ("skipped", "ENV-NOT-CHECKED")])
-    assert not certified([("passed", None), ("skipped", "GPU-F07-BUSY")])
-    assert not certified([("passed", None), ("failed", "GPU-F04-OVERADVERTISED")])
-    assert not certified([("skipped", "ENV-NOT-CHECKED")]), "nothing passed: nothing certified"
+    assert certified([("passed", None), ("skipped", "NOTCHECKED-OPTIONAL")])
+    assert not certified([("passed", None), ("skipped", "SKIP-F07-BUSY")])
+    assert not certified([("passed", None), ("failed", "FAIL-F04-OVERADVERTISED")])
+    assert not certified([("skipped", "NOTCHECKED-OPTIONAL")]), "nothing passed: nothing certified"
     assert not certified([])
 
 
@@ -427,8 +427,8 @@ def test_a_node_out_of_cpu_is_busy_not_a_gpu_scheduling_failure():
            "preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod")
     prob = verdicts.classify(recorded(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                                "message": msg}]), [], free_on_node=3)
-    assert prob.code == "GPU-F07-BUSY" and "node's cpu" in prob.message
+    assert prob.code == "SKIP-F07-BUSY" and "node's cpu" in prob.message
     gpu = msg.replace("Insufficient cpu", "Insufficient nvidia.com/gpu")
     prob = verdicts.classify(recorded(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                                "message": gpu}]), [], free_on_node=3)
-    assert prob.code == "GPU-F07-NOT-SCHEDULABLE"
+    assert prob.code == "FAIL-F07-NOT-SCHEDULABLE"

@@ -207,7 +207,7 @@ def test_vector_add_no_device():
     log = ("[Vector addition of 50000 elements]\n"
            "Failed to allocate device vector A (error code no CUDA-capable device is detected)!\n")
     r = vector_add_result(log, 1)
-    assert not r.passed and r.code == "GPU-F12-DEVICE-NOT-INJECTED"
+    assert not r.passed and r.code == "FAIL-F12-DEVICE-NOT-INJECTED"
     assert "runtime did not inject" in r.cause
 
 
@@ -216,18 +216,18 @@ def test_vector_add_driver_too_old():
            "Failed to allocate device vector A (error code CUDA driver version is insufficient for CUDA runtime "
            "version)!\n")
     r = vector_add_result(log, 1)
-    assert not r.passed and r.code == "GPU-F13-CUDA-FAILURE" and "upgrade the driver" in r.cause
+    assert not r.passed and r.code == "FAIL-F13-CUDA-FAILURE" and "upgrade the driver" in r.cause
 
 
 def test_vector_add_unmapped_cuda_error():
     log = "Failed to launch vectorAdd kernel (error code too many resources requested for launch)!\n"
     r = vector_add_result(log, 1)
-    assert r.code == "GPU-F13-CUDA-FAILURE" and "too many resources requested for launch" in r.cause
+    assert r.code == "FAIL-F13-CUDA-FAILURE" and "too many resources requested for launch" in r.cause
 
 
 def test_vector_add_exit_zero_without_pass_fails():
     r = vector_add_result("[Vector addition of 50000 elements]\n", 0)
-    assert not r.passed and r.code == "GPU-F13-CUDA-FAILURE"
+    assert not r.passed and r.code == "FAIL-F13-CUDA-FAILURE"
     assert "exit code 0" in r.cause and "Test PASSED" in r.cause
 
 
@@ -344,21 +344,21 @@ def test_vector_add_real_pass_followed_by_smi_l():
 
 def test_vector_add_real_no_device_with_stderr_first():
     r = vector_add_result(sample("vectoradd_no_device.txt"), 1)
-    assert not r.passed and r.code == "GPU-F12-DEVICE-NOT-INJECTED"
+    assert not r.passed and r.code == "FAIL-F12-DEVICE-NOT-INJECTED"
 
 
 def test_vector_add_real_forward_compat():
     r = vector_add_result(sample("vectoradd_forward_compat.txt"), 1)
-    assert r.code == "GPU-F13-CUDA-FAILURE" and "forward-compat" in r.cause
+    assert r.code == "FAIL-F13-CUDA-FAILURE" and "forward-compat" in r.cause
 
 
 def test_vector_add_real_busy_both_wordings():
     new = vector_add_result(sample("vectoradd_busy_new_wording.txt"), 1)
-    assert new.code == "GPU-F13-CUDA-FAILURE" and "exclusive-process" in new.cause
+    assert new.code == "FAIL-F13-CUDA-FAILURE" and "exclusive-process" in new.cause
     # older wording, as quoted in https://github.com/NVIDIA/gpu-operator/issues/129
     old = vector_add_result("Failed to allocate device vector A (error code all CUDA-capable devices are busy "
                             "or unavailable)!\n[Vector addition of 50000 elements]", 1)
-    assert old.code == "GPU-F13-CUDA-FAILURE" and "exclusive-process" in old.cause
+    assert old.code == "FAIL-F13-CUDA-FAILURE" and "exclusive-process" in old.cause
 
 
 def test_vector_add_unmapped_error_keeps_parentheses_inside_the_message(monkeypatch):

@@ -26,14 +26,14 @@ def _result(check, node, outcome, reason=None, message="", module="tests/allocat
 
 RESULTS = [
     _result("test_allocatable_matches_hardware", "gpu-node-0", "passed", message="8 GPUs advertised, 8 present"),
-    _result("test_allocatable_matches_hardware", "gpu-node-1", "failed", "GPU-F04-OVERADVERTISED",
+    _result("test_allocatable_matches_hardware", "gpu-node-1", "failed", "FAIL-F04-OVERADVERTISED",
             "16 GPUs advertised, 8 present (sharing.replicas=2 not expected)"),
     _result("test_gpu_pod_start_latency_is_under_thresholds", "gpu-node-0", "passed",
             module="tests/latency/test_latency.py"),
     _result("test_gpu_pod_start_latency_is_under_thresholds", "gpu-node-1", "error", "ENV-POD-START-TIMEOUT",
             "lat-s0-gpu-node-1 not started within timeouts.podStart=120s", module="tests/latency/test_latency.py"),
     _result("test_plugin_daemonset_ready", None, "passed", module="tests/registration/test_registration.py"),
-    _result("test_kubelet_socket_present", "gpu-node-0", "skipped", "ENV-NOT-CHECKED",
+    _result("test_kubelet_socket_present", "gpu-node-0", "skipped", "NOTCHECKED-OPTIONAL",
             "nodeProbe.enabled is false: socket not checked", module="tests/registration/test_registration.py"),
 ]
 
@@ -125,22 +125,22 @@ def test_matrix_one_row_per_node_one_column_per_check():
     ]
     failed = table.find("tbody")[0][1]
     assert failed.get("title") == "16 GPUs advertised, 8 present (sharing.replicas=2 not expected)"
-    assert "GPU-F04-OVERADVERTISED" in _text(failed)
+    assert "FAIL-F04-OVERADVERTISED" in _text(failed)
     skipped = table.find("tbody")[2][4]
     assert skipped.get("title") == "nodeProbe.enabled is false: socket not checked"
-    assert "ENV-NOT-CHECKED" in _text(skipped)
+    assert "NOTCHECKED-OPTIONAL" in _text(skipped)
     assert _names(table) == [["gpu-node-0"]]
 
 
 def test_matrix_orders_failures_then_errors_then_skips_by_name():
     checks = ["test_a", "test_b"]
     rs = _fleet(12, checks, {
-        ("test_a", "gpu-node-10"): ("failed", "GPU-F02-CAPACITY-ZERO", "capacity 0"),
-        ("test_b", "gpu-node-2"): ("error", "ENV-API", "API unreachable"),
-        ("test_a", "gpu-node-3"): ("skipped", "GPU-F07-BUSY", "no free GPU"),
-        ("test_a", "gpu-node-1"): ("error", "ENV-API", "API unreachable"),
-        ("test_b", "gpu-node-1"): ("failed", "GPU-F02-CAPACITY-ZERO", "capacity 0"),
-        ("test_b", "gpu-node-9"): ("failed", "GPU-F02-CAPACITY-ZERO", "capacity 0"),
+        ("test_a", "gpu-node-10"): ("failed", "FAIL-F02-CAPACITY-ZERO", "capacity 0"),
+        ("test_b", "gpu-node-2"): ("error", "ERROR-API", "API unreachable"),
+        ("test_a", "gpu-node-3"): ("skipped", "SKIP-F07-BUSY", "no free GPU"),
+        ("test_a", "gpu-node-1"): ("error", "ERROR-API", "API unreachable"),
+        ("test_b", "gpu-node-1"): ("failed", "FAIL-F02-CAPACITY-ZERO", "capacity 0"),
+        ("test_b", "gpu-node-9"): ("failed", "FAIL-F02-CAPACITY-ZERO", "capacity 0"),
     })
     table = ET.fromstring(matrix_html(rs, [f"gpu-node-{i}" for i in range(12)]))
     assert [name for name, _ in _matrix_rows(table)] == ["gpu-node-1", "gpu-node-9", "gpu-node-10", "gpu-node-2",
@@ -150,7 +150,7 @@ def test_matrix_orders_failures_then_errors_then_skips_by_name():
 
 def test_matrix_collapses_nodes_that_passed_everything_per_pool():
     checks = ["test_a", "test_b", "test_c"]
-    rs = _fleet(9, checks, {("test_b", "gpu-node-4"): ("failed", "GPU-F02-CAPACITY-ZERO", "capacity 0")})
+    rs = _fleet(9, checks, {("test_b", "gpu-node-4"): ("failed", "FAIL-F02-CAPACITY-ZERO", "capacity 0")})
     pools = {f"gpu-node-{i}": "a100 x8" if i % 3 else "l4 x1" for i in range(9)}
     out = matrix_html(rs, [f"gpu-node-{i}" for i in range(9)], pools)
     table = ET.fromstring(out)
@@ -172,9 +172,9 @@ def test_matrix_collapses_nodes_that_passed_everything_per_pool():
 
 def test_matrix_keeps_not_checked_apart_from_passed_and_skips_that_cost_certification_in_full():
     checks = ["test_metrics", "test_numa"]
-    bad = {("test_metrics", f"gpu-node-{i}"): ("skipped", "ENV-NOT-CHECKED", "nodes/proxy not granted")
+    bad = {("test_metrics", f"gpu-node-{i}"): ("skipped", "NOTCHECKED-OPTIONAL", "nodes/proxy not granted")
            for i in range(4)}
-    bad[("test_numa", "gpu-node-5")] = ("skipped", "GPU-NUMA-NA", "gpu-node-5: numa_node = -1")
+    bad[("test_numa", "gpu-node-5")] = ("skipped", "SKIP-NUMA-NA", "gpu-node-5: numa_node = -1")
     table = ET.fromstring(matrix_html(_fleet(6, checks, bad), [f"gpu-node-{i}" for i in range(6)] + ["gpu-node-9"]))
     assert _matrix_rows(table) == [("gpu-node-5", ["gc-passed", "gc-skipped"]),
                             ("4 nodes, all passed or not checked", ["gc-skipped", "gc-passed"]),
@@ -187,7 +187,7 @@ def test_matrix_keeps_not_checked_apart_from_passed_and_skips_that_cost_certific
 
 def test_matrix_cell_with_several_results_shows_the_worst():
     rs = [_result("test_mig", "gpu-node-0", "passed", message="ok"),
-          {**_result("test_mig", "gpu-node-0", "failed", "GPU-F04-UNDERADVERTISED", "1 of 7 missing"),
+          {**_result("test_mig", "gpu-node-0", "failed", "FAIL-F04-UNDERADVERTISED", "1 of 7 missing"),
            "test": "tests/x.py::test_mig[gpu-node-0-mixed]"}]
     td = ET.fromstring(matrix_html(rs, ["gpu-node-0"])).find("tbody/tr")[1]
     assert td.get("class") == "gc-failed" and _text(td).startswith("failed (2)")
@@ -195,13 +195,13 @@ def test_matrix_cell_with_several_results_shows_the_worst():
 
 
 def test_matrix_cuts_long_messages_in_titles():
-    rs = [_result("test_a", "gpu-node-0", "failed", "GPU-F08-PLUGIN-CRASHLOOP", "x" * 5000)]
+    rs = [_result("test_a", "gpu-node-0", "failed", "FAIL-F08-PLUGIN-CRASHLOOP", "x" * 5000)]
     td = ET.fromstring(matrix_html(rs, ["gpu-node-0"])).find("tbody/tr")[1]
     assert len(td.get("title")) == report._TITLE_MAX and td.get("title").endswith("\u2026")
 
 
 def test_matrix_escapes_messages_and_names():
-    rs = [_result("test_<b>", "gpu-<i>-0", "failed", "GPU-F01-NOT-REGISTERED",
+    rs = [_result("test_<b>", "gpu-<i>-0", "failed", "FAIL-F01-NOT-REGISTERED",
                   'plugin log: <script>alert("x")</script> & more'),
           _result("test_<b>", "gpu-&-1", "passed")]
     out = matrix_html(rs, ["gpu-<i>-0", "gpu-&-1"], {"gpu-<i>-0": "<script>pool</script>", "gpu-&-1": "p&q"})
@@ -232,11 +232,11 @@ def _pool_rows(out: str) -> dict[str, list[str]]:
 def test_pool_summary_counts_nodes_and_outcomes_per_pool():
     checks = ["test_a", "test_b", "test_c"]
     rs = _fleet(10, checks, {
-        ("test_a", "gpu-node-0"): ("failed", "GPU-F02-CAPACITY-ZERO", ""),
-        ("test_b", "gpu-node-0"): ("error", "ENV-API", ""),
-        ("test_c", "gpu-node-3"): ("error", "ENV-API", ""),
-        ("test_b", "gpu-node-6"): ("skipped", "GPU-F07-BUSY", ""),
-        ("test_c", "gpu-node-9"): ("skipped", "ENV-NOT-CHECKED", ""),  # certified all the same
+        ("test_a", "gpu-node-0"): ("failed", "FAIL-F02-CAPACITY-ZERO", ""),
+        ("test_b", "gpu-node-0"): ("error", "ERROR-API", ""),
+        ("test_c", "gpu-node-3"): ("error", "ERROR-API", ""),
+        ("test_b", "gpu-node-6"): ("skipped", "SKIP-F07-BUSY", ""),
+        ("test_c", "gpu-node-9"): ("skipped", "NOTCHECKED-OPTIONAL", ""),  # certified all the same
     }) + [_result("test_daemonset", None, "passed")]
     nodes = [f"gpu-node-{i}" for i in range(10)]
     pools = {n: "h100 (MIG mixed)" if i < 4 else "a100 x8" for i, n in enumerate(nodes)}
@@ -253,7 +253,7 @@ def test_pool_summary_counts_nodes_and_outcomes_per_pool():
 
 
 def test_pool_summary_without_pools_is_one_pool_all():
-    rs = _fleet(3, ["test_a"], {("test_a", "gpu-node-1"): ("failed", "GPU-F02-CAPACITY-ZERO", "")})
+    rs = _fleet(3, ["test_a"], {("test_a", "gpu-node-1"): ("failed", "FAIL-F02-CAPACITY-ZERO", "")})
     rows = _pool_rows(pool_summary_html(rs, ["gpu-node-0", "gpu-node-1", "gpu-node-2", "gpu-node-3"], None))
     assert rows == {"all": ["4", "2", "1", "0", "0", "2", "1", "0", "0"]}  # gpu-node-3: no results, not certified
     assert "no GPU nodes" in pool_summary_html([], [])
@@ -277,15 +277,15 @@ def test_a_thousand_nodes_stay_small(nodes_proxy):
         node = f"gpu-node-{i}"
         if i % 97 == 13:
             bad[("test_advertised_gpus_match_the_hardware", node)] = (
-                "failed", "GPU-F04-OVERADVERTISED", f"{node}: capacity 16, expected 8 from nvidia.com/gpu.count=8 "
+                "failed", "FAIL-F04-OVERADVERTISED", f"{node}: capacity 16, expected 8 from nvidia.com/gpu.count=8 "
                 "x replicas 1 (sharing.timeSlicing.replicas=2 in the plugin config?)")
         if i % 149 == 7:
             bad[("test_vector_add_succeeds_through_the_plugin", node)] = (
-                "error", "GPU-F14-IMAGE-PULL", f"{node}: ImagePullBackOff nvcr.io/nvidia/k8s/cuda-sample:"
+                "error", "ERROR-F14-IMAGE-PULL", f"{node}: ImagePullBackOff nvcr.io/nvidia/k8s/cuda-sample:"
                 "vectoradd-cuda12.5.0: dial tcp: lookup nvcr.io: i/o timeout")
         if not nodes_proxy:
             bad[("test_kubelet_counts_the_plugin_registration", node)] = (
-                "skipped", "ENV-NOT-CHECKED", "nodes/proxy not granted: kubelet metrics not checked")
+                "skipped", "NOTCHECKED-OPTIONAL", "nodes/proxy not granted: kubelet metrics not checked")
     nodes = [f"gpu-node-{i}" for i in range(1000)]
     rs = _fleet(1000, list(catalog.NAMES), bad)
     pools = {n: ("nvidia.com/gpu x8 (plain)", "nvidia.com/mig-1g.10gb x56 (MIG mixed)",

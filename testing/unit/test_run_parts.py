@@ -73,7 +73,7 @@ def test_a_kept_namespace_is_stamped_ended_not_deleted(monkeypatch):
     assert not [c for c in core.calls if c[0] == "delete"]
 
 
-@pytest.mark.parametrize("status,raises", [(404, None), (503, None), (401, "ENV-AUTH"), (403, "ENV-RBAC")])
+@pytest.mark.parametrize("status,raises", [(404, None), (503, None), (401, "ERROR-AUTH"), (403, "ERROR-RBAC")])
 def test_events_are_best_effort_except_for_rejected_credentials_and_permissions(status, raises):
     err = ApiException(status=status, reason="x")
     err.body = '{"message": "events is forbidden: User \\"u\\" cannot list resource \\"events\\" in API group \\"\\""}'
@@ -174,7 +174,7 @@ def test_no_namespace_or_pod_is_created_once_the_end_has_begun():
                  lambda: s.create_pod({"metadata": {"namespace": "gpuconform-r1", "name": "late"}})):
         with pytest.raises(EnvironmentProblem) as e:
             make()
-        assert e.value.code == "ENV-TIMEOUT" and "the run is ending" in e.value.message
+        assert e.value.code == "ERROR-TIMEOUT" and "the run is ending" in e.value.message
     assert [c[:2] for c in core.calls if c[0] == "create"] == [("create", "gpuconform-r1")]
 
 

@@ -149,7 +149,7 @@ TWO = Seen("iso2-gpu-1", 2, ["/dev/nvidia0", "/dev/nvidia1"], BOTH, "NVIDIA_VISI
 def test_isolation_on_a_cdi_install_with_runtime_class_nvidia_names_the_configuration():
     mode = runtimemode.recognise(OPERATOR_CDI_CLASSES, [CDI_PLUGIN])
     f = isolation_findings("gpu-1", ZERO, TWO, "gpu", 1, mode, "nvidia")
-    assert [x.code for x in f] == ["GPU-ISOLATION"]  # still a fail: any pod naming `nvidia` sees every GPU
+    assert [x.code for x in f] == ["FAIL-ISOLATION"]  # still a fail: any pod naming `nvidia` sees every GPU
     msg = f[0].message
     assert "requested no GPU" in msg
     assert "caused by the configuration (runtimeClassName=nvidia), not the device plugin" in msg
@@ -161,7 +161,7 @@ def test_isolation_elsewhere_still_blames_the_runtime_and_plugin_setup():
     for mode, rc_name in ((legacy, "nvidia"), (None, "nvidia"), (runtimemode.recognise(OPERATOR_CDI_CLASSES,
                                                                                       [CDI_PLUGIN]), "")):
         f = isolation_findings("gpu-1", ZERO, TWO, "gpu", 1, mode, rc_name)
-        assert [x.code for x in f] == ["GPU-ISOLATION"] and "caused by the configuration" not in f[0].message
+        assert [x.code for x in f] == ["FAIL-ISOLATION"] and "caused by the configuration" not in f[0].message
     assert isolation_findings("gpu-1", Seen("iso0", 0, [], []), TWO, "gpu", 1,
                               runtimemode.recognise(OPERATOR_CDI_CLASSES, [CDI_PLUGIN]), "nvidia") == []
 

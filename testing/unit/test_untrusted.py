@@ -61,13 +61,13 @@ def test_escapes_are_visible_and_structure_is_kept():
 
 
 def test_a_verdict_quoting_a_hostile_termination_message_renders_safely():
-    v = Violation("GPU-F08-PLUGIN-CRASHLOOP", "n: plugin pod ns/p last termination: " + "".join(HOSTILE.values()))
+    v = Violation("FAIL-F08-PLUGIN-CRASHLOOP", "n: plugin pod ns/p last termination: " + "".join(HOSTILE.values()))
     assert not UNSAFE.search(v.message)  # the message keeps its lines (JSON summary, JUnit property)
     for text in (v.render(), str(v)):  # what the terminal and JUnit's <failure> show
         assert not UNSAFE.search(text), repr(text)
         assert not starts_a_ci_command(text), text
-    assert v.render().startswith("[GPU-F08-PLUGIN-CRASHLOOP] n: plugin pod ns/p")
-    assert not starts_a_ci_command(skip_reason("ENV-NOT-CHECKED", "x\n::error::y"))
+    assert v.render().startswith("[FAIL-F08-PLUGIN-CRASHLOOP] n: plugin pod ns/p")
+    assert not starts_a_ci_command(skip_reason("NOTCHECKED-OPTIONAL", "x\n::error::y"))
 
 
 class _Spaces:

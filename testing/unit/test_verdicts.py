@@ -47,9 +47,9 @@ def test_plugin_pod_healthy_crashlooping_or_not_ready():
     assert plugin_pod_findings("n", [plugin_pod()], 0) == []
     f = plugin_pod_findings("n", [plugin_pod("False", 3, "CrashLoopBackOff",
                                              {"exitCode": 1, "reason": "Error", "message": "failed to initialize NVML"})], 0)
-    assert [x.code for x in f] == ["GPU-F08-PLUGIN-CRASHLOOP"] and "failed to initialize NVML" in f[0].message
+    assert [x.code for x in f] == ["FAIL-F08-PLUGIN-CRASHLOOP"] and "failed to initialize NVML" in f[0].message
     assert "nvidia-device-plugin/nvidia-device-plugin-abcde" in f[0].message
-    assert [x.code for x in plugin_pod_findings("n", [plugin_pod("False")], 0)] == ["GPU-F08-PLUGIN-NOT-READY"]
+    assert [x.code for x in plugin_pod_findings("n", [plugin_pod("False")], 0)] == ["FAIL-F08-PLUGIN-NOT-READY"]
     assert plugin_pod_findings("n", [plugin_pod(restarts=1)], 1) == []
 
 
@@ -64,11 +64,11 @@ def test_capacity_of_each_resource_of_a_mig_node():
     ok = node({"nvidia.com/mig-1g.5gb": "8", "nvidia.com/mig-3g.20gb": "4"})
     assert capacity_findings(ok, MIXED) == []
     missing = capacity_findings(node({"nvidia.com/mig-1g.5gb": "8"}), MIXED)
-    assert [f.code for f in missing] == ["GPU-F01-NOT-REGISTERED"] and "nvidia.com/mig-3g.20gb" in missing[0].message
+    assert [f.code for f in missing] == ["FAIL-F01-NOT-REGISTERED"] and "nvidia.com/mig-3g.20gb" in missing[0].message
     zero = capacity_findings(node({"nvidia.com/mig-1g.5gb": "8", "nvidia.com/mig-3g.20gb": "4"},
                                   {"nvidia.com/mig-1g.5gb": "0", "nvidia.com/mig-3g.20gb": "4"}), MIXED)
-    assert [f.code for f in zero] == ["GPU-F03-UNHEALTHY-DEVICES"]  # registered (capacity 8), none healthy
-    # a MIG-only node is not judged by nvidia.com/gpu (the false GPU-F01 of a one-resource config)
+    assert [f.code for f in zero] == ["FAIL-F03-UNHEALTHY-DEVICES"]  # registered (capacity 8), none healthy
+    # a MIG-only node is not judged by nvidia.com/gpu (the false F01 of a one-resource config)
     assert "nvidia.com/gpu" not in MIXED.resources
 
 
@@ -78,7 +78,7 @@ LS = "total 0\nsrwxr-xr-x 1 root root 0 Dec  3 06:00 kubelet.sock\nsrwxr-xr-x 1 
 def test_sockets_one_per_resource():
     assert socket_findings("n", LS.format("nvidia-gpu.sock"), ["nvidia-gpu.sock"]) == []
     f = socket_findings("n", LS.format("nvidia-mig-1g.5gb.sock"), MIXED.sockets())
-    assert [x.code for x in f] == ["GPU-F01-NOT-REGISTERED"] and "nvidia-mig-3g.20gb.sock" in f[0].message
+    assert [x.code for x in f] == ["FAIL-F01-NOT-REGISTERED"] and "nvidia-mig-3g.20gb.sock" in f[0].message
 
 
 def test_isolation_whole_gpus():
@@ -86,12 +86,12 @@ def test_isolation_whole_gpus():
     assert isolation_findings("n", zero, Seen("iso2", 2, ["/dev/nvidia0", "/dev/nvidia1"], smi((G0, []), (G1, []))),
                               "gpu") == []
     f = isolation_findings("n", zero, Seen("iso2", 2, ["/dev/nvidia0"], smi((G0, []))), "gpu")
-    assert [x.code for x in f] == ["GPU-F12-DEVICE-NOT-INJECTED"]
+    assert [x.code for x in f] == ["FAIL-F12-DEVICE-NOT-INJECTED"]
     f = isolation_findings("n", Seen("iso0", 0, ["/dev/nvidia0"], smi((G0, []))),
                            Seen("iso2", 2, ["/dev/nvidia0", "/dev/nvidia1"], smi((G0, []), (G1, []))), "gpu")
-    assert [x.code for x in f] == ["GPU-ISOLATION"] and "requested no GPU" in f[0].message
+    assert [x.code for x in f] == ["FAIL-ISOLATION"] and "requested no GPU" in f[0].message
     f = isolation_findings("n", zero, Seen("iso1", 1, ["/dev/nvidia0", "/dev/nvidia1"], smi((G0, []), (G1, []))), "gpu")
-    assert [x.code for x in f] == ["GPU-ISOLATION"]
+    assert [x.code for x in f] == ["FAIL-ISOLATION"]
 
 
 def test_isolation_mig_counts_mig_devices_not_the_shared_parent():
@@ -99,16 +99,16 @@ def test_isolation_mig_counts_mig_devices_not_the_shared_parent():
     two = Seen("iso2", 2, ["/dev/nvidia0"], smi((G0, [M0, M1])))  # one parent device node, two MIG devices
     assert isolation_findings("n", zero, two, "mig") == []
     assert [x.code for x in isolation_findings("n", zero, Seen("iso2", 2, [], smi((G0, [M0, M1]))), "mig")] == \
-        ["GPU-F12-DEVICE-NOT-INJECTED"]
+        ["FAIL-F12-DEVICE-NOT-INJECTED"]
     assert [x.code for x in isolation_findings("n", zero, Seen("iso1", 1, ["/dev/nvidia0"], smi((G0, [M0, M1]))),
-                                               "mig")] == ["GPU-ISOLATION"]
+                                               "mig")] == ["FAIL-ISOLATION"]
 
 
 def test_isolation_time_slicing_replicas_may_share_one_gpu():
     zero = Seen("iso0", 0, [], [])
     assert isolation_findings("n", zero, Seen("iso2", 2, ["/dev/nvidia0"], smi((G0, []))), "replica") == []
     assert [x.code for x in isolation_findings("n", zero, Seen("iso1", 1, [], []), "replica")] == \
-        ["GPU-F12-DEVICE-NOT-INJECTED"]
+        ["FAIL-F12-DEVICE-NOT-INJECTED"]
 
 
 def burst(*visible: list) -> list[Seen]:
@@ -119,7 +119,7 @@ def test_burst_whole_gpus_each_once():
     found, owners = burst_findings("n", burst(smi((G0, [])), smi((G1, []))), 1)
     assert found == [] and owners == {G0: ["burst0"], G1: ["burst1"]}
     found, _ = burst_findings("n", burst(smi((G0, [])), smi((G0, []))), 1)
-    assert [f.code for f in found] == ["GPU-DOUBLE-ALLOCATION"] and "burst0, burst1" in found[0].message
+    assert [f.code for f in found] == ["FAIL-DOUBLE-ALLOCATION"] and "burst0, burst1" in found[0].message
 
 
 def test_burst_time_slicing_up_to_the_replica_count_per_gpu():
@@ -127,19 +127,19 @@ def test_burst_time_slicing_up_to_the_replica_count_per_gpu():
     assert burst_findings("n", four, 4)[0] == []  # healthy: 4 replicas of each GPU, UUIDs shared
     five = burst(*[smi((G0, []))] * 5)
     found, _ = burst_findings("n", five, 4)
-    assert [f.code for f in found] == ["GPU-DOUBLE-ALLOCATION"] and "may be held by 4 pods" in found[0].message
+    assert [f.code for f in found] == ["FAIL-DOUBLE-ALLOCATION"] and "may be held by 4 pods" in found[0].message
 
 
 def test_burst_mig_devices_are_told_apart_by_mig_uuid():
     ok = burst(smi((G0, [M0])), smi((G0, [M1])))  # same parent GPU, different MIG devices
     assert burst_findings("n", ok, 1)[0] == []
     found, _ = burst_findings("n", burst(smi((G0, [M0])), smi((G0, [M0]))), 1)
-    assert [f.code for f in found] == ["GPU-DOUBLE-ALLOCATION"] and M0 in found[0].message
+    assert [f.code for f in found] == ["FAIL-DOUBLE-ALLOCATION"] and M0 in found[0].message
 
 
 @pytest.mark.parametrize("seen,code", [
-    (burst([]), "GPU-F12-DEVICE-NOT-INJECTED"),
-    (burst(smi((G0, []), (G1, []))), "GPU-ISOLATION"),
+    (burst([]), "FAIL-F12-DEVICE-NOT-INJECTED"),
+    (burst(smi((G0, []), (G1, []))), "FAIL-ISOLATION"),
 ])
 def test_burst_pod_that_sees_none_or_too_many(seen, code):
     assert [f.code for f in burst_findings("n", seen, 1)[0]] == [code]
@@ -177,13 +177,13 @@ def test_isolation_from_recorded_outputs():
     zero = seen("iso0", 0, NO_GPU, 0)
     assert zero.gpus == [] and isolation_findings("n", zero, seen("iso2", 2, QUADRO, 2), "gpu") == []
     assert [f.code for f in isolation_findings("n", zero, seen("iso2", 2, NO_GPU, 0), "gpu")] == \
-        ["GPU-F12-DEVICE-NOT-INJECTED"]
+        ["FAIL-F12-DEVICE-NOT-INJECTED"]
     f = isolation_findings("n", seen("iso0", 0, QUADRO, 2, "NVIDIA_VISIBLE_DEVICES=all"), seen("iso2", 2, QUADRO, 2),
                            "gpu")
-    assert [x.code for x in f] == ["GPU-ISOLATION"] and "NVIDIA_VISIBLE_DEVICES=all" in f[0].message
+    assert [x.code for x in f] == ["FAIL-ISOLATION"] and "NVIDIA_VISIBLE_DEVICES=all" in f[0].message
     # a MIG pod given one 1g.20gb device that sees the whole node
     f = isolation_findings("n", zero, seen("iso1", 1, A100_MIG, 4), "mig")
-    assert [x.code for x in f] == ["GPU-ISOLATION"] and "sees 4" in f[0].message
+    assert [x.code for x in f] == ["FAIL-ISOLATION"] and "sees 4" in f[0].message
 
 
 def test_burst_from_recorded_outputs():
@@ -191,17 +191,17 @@ def test_burst_from_recorded_outputs():
     found, owners = burst_findings("n", [seen("burst0", 1, gpu0, 1), seen("burst1", 1, gpu1, 1)], 1)
     assert found == [] and len(owners) == 2
     found, _ = burst_findings("n", [seen("burst0", 1, VGPU, 1), seen("burst1", 1, VGPU, 1)], 1)
-    assert [f.code for f in found] == ["GPU-DOUBLE-ALLOCATION"] and "GPU-b40d5aa3-6b30-11ef-a128-9bcddb13a8d2" in \
+    assert [f.code for f in found] == ["FAIL-DOUBLE-ALLOCATION"] and "GPU-b40d5aa3-6b30-11ef-a128-9bcddb13a8d2" in \
         found[0].message
     found, _ = burst_findings("n", [seen("burst0", 1, NO_GPU, 0)], 1)
-    assert [f.code for f in found] == ["GPU-F12-DEVICE-NOT-INJECTED"]
+    assert [f.code for f in found] == ["FAIL-F12-DEVICE-NOT-INJECTED"]
 
 
 @pytest.mark.parametrize("sample,code", [
     ("vectoradd_passed_then_smi_l_vgpu.txt", None),
-    ("vectoradd_no_device.txt", "GPU-F12-DEVICE-NOT-INJECTED"),
-    ("vectoradd_forward_compat.txt", "GPU-F13-CUDA-FAILURE"),
-    ("vectoradd_busy_new_wording.txt", "GPU-F13-CUDA-FAILURE"),
+    ("vectoradd_no_device.txt", "FAIL-F12-DEVICE-NOT-INJECTED"),
+    ("vectoradd_forward_compat.txt", "FAIL-F13-CUDA-FAILURE"),
+    ("vectoradd_busy_new_wording.txt", "FAIL-F13-CUDA-FAILURE"),
 ])
 def test_vector_add_from_recorded_logs(sample, code):
     log = text(sample)
@@ -213,7 +213,7 @@ def test_vector_add_from_recorded_logs(sample, code):
 
 def test_vector_add_passed_text_with_a_failing_exit_is_a_failure():
     f = vector_add_findings("gpu-a", "v", "nvidia.com/gpu", text("vectoradd_passed_then_smi_l_vgpu.txt"), 1)
-    assert [x.code for x in f] == ["GPU-F13-CUDA-FAILURE"]
+    assert [x.code for x in f] == ["FAIL-F13-CUDA-FAILURE"]
 
 
 def test_isolation_request_is_one_replica_on_shared_nodes():
@@ -237,7 +237,7 @@ def test_extra_burst_pod_waits_or_is_over_advertised():
                         resource="nvidia.com/gpu")  # the suite's own pod, as the API returns it once Running
     running["status"] = {"phase": "Running"}
     f = extra_pod_findings("gpu-node-0", running, "nvidia.com/gpu", 4)
-    assert [x.code for x in f] == ["GPU-F04-OVERADVERTISED"] and "(nvidia.com/gpu #5) reached Running" in f[0].message
+    assert [x.code for x in f] == ["FAIL-F04-OVERADVERTISED"] and "(nvidia.com/gpu #5) reached Running" in f[0].message
 
 
 # ------------------------------------------------------------------ the count check (counts.check_counts folded)
@@ -271,16 +271,16 @@ def test_unhealthy_device_named_from_the_plugin_log():
     assert unhealthy_ids_needed(node, exp) and not unhealthy_ids_needed(layout_node("nvidia-static.json",
                                                                                     "gpu-node-0"), STATIC)
     f = count_findings(node, exp, [text("plugin_log_k8s_device_plugin_189_xid_unhealthy.txt")])
-    assert [x.code for x in f] == ["GPU-F03-UNHEALTHY-DEVICES"]
+    assert [x.code for x in f] == ["FAIL-F03-UNHEALTHY-DEVICES"]
     assert "1 of 3" in f[0].message and "GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8" in f[0].message
 
 
 @pytest.mark.parametrize("change,code", [
-    ({"nvidia.com/gpu": "6"}, "GPU-F04-OVERADVERTISED"),  # the bed's over-advertised fault: 2 phantom devices
-    ({"nvidia.com/gpu": "3"}, "GPU-F04-UNDERADVERTISED"),
-    ({"nvidia.com/mig-1g.10gb": "3"}, "GPU-F04-STALE-RESOURCE"),  # left behind by an earlier MIG config
-    ({"nvidia.com/gpu": None}, "GPU-F01-NOT-REGISTERED"),
-    ({"nvidia.com/gpu": "0"}, "GPU-F02-CAPACITY-ZERO"),
+    ({"nvidia.com/gpu": "6"}, "FAIL-F04-OVERADVERTISED"),  # the bed's over-advertised fault: 2 phantom devices
+    ({"nvidia.com/gpu": "3"}, "FAIL-F04-UNDERADVERTISED"),
+    ({"nvidia.com/mig-1g.10gb": "3"}, "FAIL-F04-STALE-RESOURCE"),  # left behind by an earlier MIG config
+    ({"nvidia.com/gpu": None}, "FAIL-F01-NOT-REGISTERED"),
+    ({"nvidia.com/gpu": "0"}, "FAIL-F02-CAPACITY-ZERO"),
 ])
 def test_counts_of_the_recorded_static_node_advertising_otherwise(change, code):
     f = count_findings(advertise(layout_node("nvidia-static.json", "gpu-node-0"), change), STATIC)
@@ -292,7 +292,7 @@ def test_sharing_not_applied_on_the_recorded_mps_node():
     node = layout_node("nvidia-helm.json", "gpu-mps-0")
     assert count_findings(node, exp) == []
     f = count_findings(advertise(node, {"nvidia.com/gpu": "1"}), exp)
-    assert [x.code for x in f] == ["GPU-F10-SHARING-MISMATCH"]
+    assert [x.code for x in f] == ["FAIL-F10-SHARING-MISMATCH"]
 
 
 def test_mig_profile_count_differs_on_the_recorded_mig_node():
@@ -301,14 +301,14 @@ def test_mig_profile_count_differs_on_the_recorded_mig_node():
     node = layout_node("nvidia-operator.json", "gpu-mig-0")
     assert count_findings(node, exp) == []
     f = count_findings(advertise(node, {"nvidia.com/mig-1g.10gb": "2"}), exp)
-    assert [x.code for x in f] == ["GPU-F09-MIG-MISMATCH"]
+    assert [x.code for x in f] == ["FAIL-F09-MIG-MISMATCH"]
 
 
 def test_several_count_findings_fold_into_one():
     node = advertise(layout_node("nvidia-static.json", "gpu-node-0"),
                      {"nvidia.com/gpu": "6", "nvidia.com/mig-1g.10gb": "3"})
     f = count_findings(node, STATIC)
-    assert [x.code for x in f] == ["GPU-F04-OVERADVERTISED"] and "also [GPU-F04-STALE-RESOURCE]" in f[0].message
+    assert [x.code for x in f] == ["FAIL-F04-OVERADVERTISED"] and "also [FAIL-F04-STALE-RESOURCE]" in f[0].message
 
 
 # ---------------------------------------------------------------- access held through the run (spans_run)
@@ -343,7 +343,7 @@ def test_access_lost_during_the_run_is_its_own_failure_naming_both_checks():
     first = Seen.from_log("access-n1", 1, _round(1, ONE_QUADRO, 1))
     last = Seen.from_log("access-n1", 1, _round(9, "No devices were found", 0))
     f = access_findings("n1", "access-n1", first, last, 9)
-    assert [x.code for x in f] == ["GPU-F12-ACCESS-LOST"]
+    assert [x.code for x in f] == ["FAIL-F12-ACCESS-LOST"]
     assert "GPU-c7b57be0" in f[0].message and "no GPU" in f[0].message and "round 9" in f[0].message
 
 
@@ -351,7 +351,7 @@ def test_access_check_without_a_device_from_the_start_or_without_a_last_round():
     from gpuconform.verdicts import access_findings
 
     none = Seen.from_log("access-n1", 1, _round(1, "No devices were found", 0))
-    assert [x.code for x in access_findings("n1", "access-n1", none, none, 5)] == ["GPU-F12-DEVICE-NOT-INJECTED"]
+    assert [x.code for x in access_findings("n1", "access-n1", none, none, 5)] == ["FAIL-F12-DEVICE-NOT-INJECTED"]
     first = Seen.from_log("access-n1", 1, _round(1, ONE_QUADRO, 1))
-    assert [x.code for x in access_findings("n1", "access-n1", first, None, 1)] == ["ENV-TIMEOUT"]
-    assert [x.code for x in access_findings("n1", "access-n1", None, None, 0)] == ["ENV-TIMEOUT"]
+    assert [x.code for x in access_findings("n1", "access-n1", first, None, 1)] == ["ERROR-TIMEOUT"]
+    assert [x.code for x in access_findings("n1", "access-n1", None, None, 0)] == ["ERROR-TIMEOUT"]

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VERDICT_SOURCES = [*sorted((ROOT / "gpuconform" / "verdicts").glob("*.py")),
                    *(ROOT / "gpuconform" / f for f in ("nodes.py", "probes.py"))]
 TESTS = sorted([*Path(__file__).parent.glob("test_verdicts*.py"), Path(__file__).parent / "test_pods.py"])
-CODE = re.compile(r'"((?:GPU|ENV)-[A-Z0-9-]+)"')
+CODE = re.compile(r'"((?:FAIL|ERROR|SKIP|NOTCHECKED)-[A-Z0-9-]+)"')
 
 
 def codes_in(paths) -> set[str]:

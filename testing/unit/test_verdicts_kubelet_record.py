@@ -65,7 +65,7 @@ def test_the_report_is_the_last_json_line_of_the_probe_log():
 
 def test_a_probe_that_printed_no_report_is_not_checked_with_what_it_printed():
     got, problems = verdicts.probe_report("/usr/bin/python3: No module named gpuconform.nodeprobe\n")
-    assert got is None and codes(problems) == ["ENV-NOT-CHECKED"]
+    assert got is None and codes(problems) == ["NOTCHECKED-OPTIONAL"]
     assert "No module named gpuconform.nodeprobe" in problems[0].message and "images.nodeProbe" in problems[0].message
 
 
@@ -78,7 +78,7 @@ def test_a_healthy_node_matches_its_pci_hardware_not_counting_bridges_and_virtua
 
 def test_a_gpu_gone_from_the_bus_while_labels_still_say_4_has_its_own_code():
     found, _ = verdicts.hardware_findings("gpu-a", PLAIN, node(), report(n_pci=3))
-    assert codes(found) == ["GPU-F04-LABEL-HARDWARE-MISMATCH", "GPU-F04-OVERADVERTISED"]
+    assert codes(found) == ["FAIL-F04-LABEL-HARDWARE-MISMATCH", "FAIL-F04-OVERADVERTISED"]
     assert "nvidia.com/gpu.count" in found[0].message and "says 4" in found[0].message and "shows 3" in found[0].message
     assert "capacity nvidia.com/gpu=4" in found[1].message
 
@@ -89,16 +89,16 @@ def test_labels_that_agree_with_the_hardware_leave_the_advertised_count_to_the_l
 
 def test_without_a_count_label_the_advertised_count_is_judged_against_the_pci_bus():
     found, _ = verdicts.hardware_findings("gpu-a", PLAIN, node(count_label=None, cap="2", alloc="2"), report())
-    assert codes(found) == ["GPU-F04-UNDERADVERTISED"] and "PCI bus shows 4" in found[0].message
+    assert codes(found) == ["FAIL-F04-UNDERADVERTISED"] and "PCI bus shows 4" in found[0].message
     found, _ = verdicts.hardware_findings("gpu-a", PLAIN, node(count_label=None, cap="0", alloc="0"), report())
-    assert codes(found) == ["GPU-F02-CAPACITY-ZERO"]
+    assert codes(found) == ["FAIL-F02-CAPACITY-ZERO"]
 
 
 def test_time_slicing_multiplies_the_pci_count_by_the_replicas():
     ts = Expectation("nvidia.com/gpu", 4, 4, "config nodes.expectedGpus=4")
     assert verdicts.hardware_findings("gpu-a", ts, node(count_label=None, cap="16", alloc="16"), report())[0] == []
     assert codes(verdicts.hardware_findings("gpu-a", ts, node(count_label=None, cap="20", alloc="20"),
-                                            report())[0]) == ["GPU-F04-OVERADVERTISED"]
+                                            report())[0]) == ["FAIL-F04-OVERADVERTISED"]
 
 
 def test_mig_single_counts_mig_devices_in_its_label_so_only_mixed_compares_the_label():
@@ -106,7 +106,7 @@ def test_mig_single_counts_mig_devices_in_its_label_so_only_mixed_compares_the_l
     assert verdicts.hardware_findings("gpu-a", single, node(count_label="28", cap="28", alloc="28"), report())[0] == []
     mixed = Expectation("nvidia.com/gpu", 4, 1, "l", mig_strategy="mixed", mig_profiles={"nvidia.com/mig-1g.5gb": 28})
     found, _ = verdicts.hardware_findings("gpu-a", mixed, node(), report(n_pci=3))
-    assert codes(found) == ["GPU-F04-LABEL-HARDWARE-MISMATCH"]
+    assert codes(found) == ["FAIL-F04-LABEL-HARDWARE-MISMATCH"]
 
 
 def test_gpus_bound_to_vfio_for_vms_are_not_counted_for_containers():
@@ -119,34 +119,34 @@ def test_gpus_bound_to_vfio_for_vms_are_not_counted_for_containers():
     assert ev["set aside for VMs (VFIO), not counted"] == ["0000:47:00.0 vfio-pci", "0000:48:00.0 nvgrace_gpu_vfio_pci"]
     # the plugin reporting NUMA 1, where only the VMs' GPUs sit, is still a misreport
     r["allocatable"]["devices"][0]["numa"] = [1]
-    assert codes(verdicts.reported_numa_findings("gpu-a", PLAIN, r)) == ["GPU-NUMA-MISREPORTED"]
+    assert codes(verdicts.reported_numa_findings("gpu-a", PLAIN, r)) == ["FAIL-NUMA-MISREPORTED"]
 
 
 def test_every_gpu_gone_while_the_vendors_bridges_remain_is_a_mismatch_not_a_skip():
     found, _ = verdicts.hardware_findings("gpu-a", PLAIN, node(), report(n_pci=0))
-    assert codes(found)[0] == "GPU-F04-LABEL-HARDWARE-MISMATCH" and "shows 0 (none" in found[0].message
+    assert codes(found)[0] == "FAIL-F04-LABEL-HARDWARE-MISMATCH" and "shows 0 (none" in found[0].message
 
 
 def test_no_function_of_the_vendor_on_the_bus_is_not_checked_as_an_integrated_gpu_or_a_wrong_sysfs_path():
     r = report()
     r["pci"]["functions"] = []
     found, _ = verdicts.hardware_findings("gpu-a", PLAIN, node(count_label="1", cap="1", alloc="1"), r)
-    assert codes(found) == ["ENV-NOT-CHECKED"]
+    assert codes(found) == ["NOTCHECKED-OPTIONAL"]
     assert "integrated GPU" in found[0].message and "nodeProbe.sysfsPath" in found[0].message
 
 
 def test_an_unread_pci_tree_or_another_vendor_is_not_checked():
     found, _ = verdicts.hardware_findings("gpu-a", PLAIN, node(), report(pci="no PCI tree at /host/sys/bus/pci/devices"))
-    assert codes(found) == ["ENV-NOT-CHECKED"] and "no PCI tree" in found[0].message
+    assert codes(found) == ["NOTCHECKED-OPTIONAL"] and "no PCI tree" in found[0].message
     amd = Expectation("amd.com/gpu", 8, 1, "l", vendor="amd")
-    assert codes(verdicts.hardware_findings("gpu-a", amd, node(), report())[0]) == ["ENV-NOT-CHECKED"]
+    assert codes(verdicts.hardware_findings("gpu-a", amd, node(), report())[0]) == ["NOTCHECKED-OPTIONAL"]
 
 
 # ------------------------------------------------------------------ NUMA: what the plugin reports vs the hardware
 
 def test_the_plugin_reporting_another_numa_node_than_the_hardware_is_misreported():
     found = verdicts.reported_numa_findings("gpu-a", PLAIN, report(numa=1, told_numa=0))
-    assert codes(found) == ["GPU-NUMA-MISREPORTED"] and "NUMA [0]" in found[0].message and "NUMA [1]" in found[0].message
+    assert codes(found) == ["FAIL-NUMA-MISREPORTED"] and "NUMA [0]" in found[0].message and "NUMA [1]" in found[0].message
     assert verdicts.reported_numa_findings("gpu-a", PLAIN, report(numa=0, told_numa=0)) == []
 
 
@@ -163,14 +163,14 @@ def test_the_kubelets_allocatable_list_agrees_with_the_node():
 
 def test_an_allocatable_list_that_differs_from_node_allocatable_is_a_record_mismatch():
     found, _ = verdicts.allocatable_findings("gpu-a", PLAIN, node(cap="4", alloc="4"), report(alloc_ids=UUIDS[:3]))
-    assert codes(found) == ["GPU-KUBELET-RECORD-MISMATCH", "GPU-F03-UNHEALTHY-DEVICES"]
+    assert codes(found) == ["FAIL-KUBELET-RECORD-MISMATCH", "FAIL-F03-UNHEALTHY-DEVICES"]
 
 
 def test_unhealthy_devices_are_counted_from_the_kubelets_list_and_named_where_a_pod_holds_one():
     entries = [{"podUID": "u1", "container": "main", "resource": "nvidia.com/gpu", "ids": [UUIDS[3]]}]
     found, _ = verdicts.allocatable_findings("gpu-a", PLAIN, node(cap="4", alloc="3"),
                                              report(alloc_ids=UUIDS[:3], entries=entries))
-    assert codes(found) == ["GPU-F03-UNHEALTHY-DEVICES"]
+    assert codes(found) == ["FAIL-F03-UNHEALTHY-DEVICES"]
     assert "1 Unhealthy" in found[0].message and UUIDS[3] in found[0].message
     found, _ = verdicts.allocatable_findings("gpu-a", PLAIN, node(cap="4", alloc="3"), report(alloc_ids=UUIDS[:3]))
     assert "names none" in found[0].message
@@ -203,7 +203,7 @@ def test_a_kubelet_without_get_allocatable_resources_leaves_the_part_unchecked()
 def test_a_device_assigned_to_two_containers_of_any_pods_is_a_double_allocation():
     pods = [holder("team-a", "train", [UUIDS[0]], ctr="main"), holder("gpuconform-r1", "record-gpu-a", [UUIDS[0]])]
     found = verdicts.double_assignment_findings("gpu-a", report(pods=pods))
-    assert codes(found) == ["GPU-DOUBLE-ALLOCATION"]
+    assert codes(found) == ["FAIL-DOUBLE-ALLOCATION"]
     assert "team-a/train/main" in found[0].message and "gpuconform-r1/record-gpu-a/probe" in found[0].message
 
 
@@ -212,7 +212,7 @@ def test_a_finished_pod_that_a_kubelet_before_1_34_still_lists_is_not_a_second_h
     assert verdicts.double_assignment_findings("gpu-a", report(pods=pods), active={"gpuconform-r1/record-gpu-a"}) == []
     both = {"gpuconform-r1/record-gpu-a", "team-a/job-x"}
     assert codes(verdicts.double_assignment_findings("gpu-a", report(pods=pods), active=both)) == \
-        ["GPU-DOUBLE-ALLOCATION"]
+        ["FAIL-DOUBLE-ALLOCATION"]
 
 
 def test_distinct_replicas_of_one_gpu_are_not_a_double_allocation():
@@ -222,7 +222,7 @@ def test_distinct_replicas_of_one_gpu_are_not_a_double_allocation():
 
 def test_an_unread_list_is_not_checked():
     assert codes(verdicts.double_assignment_findings("gpu-a", report(podResources="UNAVAILABLE: no socket"))) == \
-        ["ENV-NOT-CHECKED"]
+        ["NOTCHECKED-OPTIONAL"]
 
 
 @pytest.mark.parametrize("ids,seen", [([UUIDS[1]], [UUIDS[1]]),  # a whole GPU
@@ -238,17 +238,17 @@ def test_what_the_kubelet_assigned_is_what_the_container_sees(ids, seen):
 def test_a_container_that_sees_another_device_than_the_kubelet_assigned_is_a_record_mismatch():
     r = report(pods=[holder("ns", "record-gpu-a", [UUIDS[2]])])
     found, _ = verdicts.assignment_findings("gpu-a", r, "ns", "record-gpu-a", "probe", "nvidia.com/gpu", [UUIDS[0]])
-    assert codes(found) == ["GPU-KUBELET-RECORD-MISMATCH"]
+    assert codes(found) == ["FAIL-KUBELET-RECORD-MISMATCH"]
     assert UUIDS[2] in found[0].message and UUIDS[0] in found[0].message
 
 
 def test_a_suite_pod_missing_from_the_kubelets_record_is_a_record_mismatch():
     found, _ = verdicts.assignment_findings("gpu-a", report(), "ns", "record-gpu-a", "probe", "nvidia.com/gpu",
                                             [UUIDS[0]])
-    assert codes(found) == ["GPU-KUBELET-RECORD-MISMATCH"] and "no pod ns/record-gpu-a" in found[0].message
+    assert codes(found) == ["FAIL-KUBELET-RECORD-MISMATCH"] and "no pod ns/record-gpu-a" in found[0].message
 
 
 def test_index_device_ids_cannot_be_matched_and_are_not_checked():
     r = report(pods=[holder("ns", "record-gpu-a", ["1"])])
     found, _ = verdicts.assignment_findings("gpu-a", r, "ns", "record-gpu-a", "probe", "nvidia.com/gpu", [UUIDS[1]])
-    assert codes(found) == ["ENV-NOT-CHECKED"] and "deviceIDStrategy=index" in found[0].message
+    assert codes(found) == ["NOTCHECKED-OPTIONAL"] and "deviceIDStrategy=index" in found[0].message

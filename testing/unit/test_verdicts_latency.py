@@ -39,7 +39,7 @@ def test_fast_pods_and_allocations_are_under_the_thresholds():
 
 def test_slow_start_breaks_the_start_thresholds():
     f = verdicts.latency_findings("gpu-a", times(1.1, 12.0, 0.9), THRESHOLDS, None, 1.0)
-    assert [x.code for x in f] == ["GPU-LATENCY-THRESHOLD"]
+    assert [x.code for x in f] == ["FAIL-LATENCY-THRESHOLD"]
     assert "startP99: observed 12.00s > threshold 10.00s (n=3); slowest: lat-s1-gpu-a 12.00s" in f[0].message
     assert f[0].message.endswith("(creation/start timestamps have 1 s resolution)")
 
@@ -47,7 +47,7 @@ def test_slow_start_breaks_the_start_thresholds():
 def test_slow_plugin_allocate_breaks_allocate_p99():
     alloc = verdicts.allocate_delta(START, SLOW, "nvidia.com/gpu")
     f = verdicts.latency_findings("gpu-a", times(1.1, 1.3, 0.9), THRESHOLDS, alloc, 1.0)
-    assert [x.code for x in f] == ["GPU-LATENCY-THRESHOLD"]
+    assert [x.code for x in f] == ["FAIL-LATENCY-THRESHOLD"]
     assert "allocateP99 (kubelet Allocate RPC): observed 2.50s > threshold 1.00s (n=8)" in f[0].message
 
 

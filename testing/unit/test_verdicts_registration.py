@@ -45,24 +45,24 @@ def test_running_plugin_pods_are_healthy():
 
 def test_crash_looping_plugin_pod():
     f = verdicts.plugin_findings("n", Found([CRASHING, RUNNING], "nvidia-operator", "labels"), 0)
-    assert codes(f) == ["GPU-F08-PLUGIN-CRASHLOOP"]
+    assert codes(f) == ["FAIL-F08-PLUGIN-CRASHLOOP"]
     assert "gpu-operator-resources/nvidia-device-plugin-daemonset-5crlk" in f[0].message
     assert "restarted 12 times (allowed 0), state CrashLoopBackOff" in f[0].message
     assert "(no termination message)" in f[0].message  # `get pods` shows none: the finding says so
     # restarts within plugin.maxRestarts are no crash loop, but a pod waiting in CrashLoopBackOff is one anyway
-    assert codes(verdicts.plugin_pod_findings("n", [CRASHING], 12)) == ["GPU-F08-PLUGIN-CRASHLOOP"]
+    assert codes(verdicts.plugin_pod_findings("n", [CRASHING], 12)) == ["FAIL-F08-PLUGIN-CRASHLOOP"]
 
 
 def test_plugin_pod_stuck_initializing_is_not_ready():
     f = verdicts.plugin_pod_findings("n", [INIT], 0)
-    assert codes(f) == ["GPU-F08-PLUGIN-NOT-READY"] and "is not Ready (phase Pending)" in f[0].message
+    assert codes(f) == ["FAIL-F08-PLUGIN-NOT-READY"] and "is not Ready (phase Pending)" in f[0].message
 
 
 def test_no_plugin_pod_on_the_node_names_the_companions_set_aside():
     found = Found([], "generic", "no DaemonSet pod mounting /var/lib/kubelet/device-plugins",
                   ["gpu-operator/gpu-feature-discovery-k2zf9"])
     f = verdicts.plugin_findings("gpu-mig-0", found, 0)
-    assert codes(f) == ["GPU-F08-PLUGIN-NOT-READY"]
+    assert codes(f) == ["FAIL-F08-PLUGIN-NOT-READY"]
     assert "no device-plugin pod runs on this GPU node" in f[0].message
     assert "companions seen: gpu-operator/gpu-feature-discovery-k2zf9" in f[0].message
 
@@ -74,26 +74,26 @@ def test_capacity_with_allocatable_dropped_to_zero_is_every_device_unhealthy():
     'Healthy' state" (NVIDIA/k8s-device-plugin#58, RenaudWasTaken, 2018-06-26)."""
     node = obj("node_k8s_device_plugin_58_allocatable_zero.yaml")
     f = verdicts.capacity_findings(node, Expectation("nvidia.com/gpu", 16, 1, "config nodes.expectedGpus=16"))
-    assert codes(f) == ["GPU-F03-UNHEALTHY-DEVICES"] and "capacity=16, allocatable=0" in f[0].message
+    assert codes(f) == ["FAIL-F03-UNHEALTHY-DEVICES"] and "capacity=16, allocatable=0" in f[0].message
 
 
 def test_capacity_and_allocatable_zero():
     node = obj("node_k8s_device_plugin_1228_capacity_zero.yaml")
     f = verdicts.capacity_findings(node, Expectation("nvidia.com/gpu", None, 1, "no GFD label nvidia.com/gpu.count"))
-    assert codes(f) == ["GPU-F02-CAPACITY-ZERO"] and "expected > 0" in f[0].message
+    assert codes(f) == ["FAIL-F02-CAPACITY-ZERO"] and "expected > 0" in f[0].message
 
 
 def test_gpu_resource_absent_from_capacity():
     node = obj("node_k8s_device_plugin_834_no_gpu_resource.yaml")
     f = verdicts.capacity_findings(node, Expectation("nvidia.com/gpu", 1, 1, "config nodes.expectedGpus=1"))
-    assert codes(f) == ["GPU-F01-NOT-REGISTERED"]
+    assert codes(f) == ["FAIL-F01-NOT-REGISTERED"]
     assert "nvidia.com/gpu is absent from node capacity" in f[0].message and "present: none" in f[0].message
 
 
 def test_mig_mixed_without_profiles_has_no_resource_to_look_for():
     node = obj("node_k8s_device_plugin_834_no_gpu_resource.yaml")
     f = verdicts.capacity_findings(node, Expectation("nvidia.com/gpu", 1, 1, "labels", "mixed"))
-    assert codes(f) == ["GPU-F09-MIG-MISMATCH"]
+    assert codes(f) == ["FAIL-F09-MIG-MISMATCH"]
 
 
 def test_capacity_of_a_healthy_mig_node_and_one_profile_missing():
@@ -104,7 +104,7 @@ def test_capacity_of_a_healthy_mig_node_and_one_profile_missing():
     for key in ("capacity", "allocatable"):  # what a plugin that never registered the 4g.40gb profile leaves
         del node["status"][key]["nvidia.com/mig-4g.40gb"]
     f = verdicts.capacity_findings(node, exp)
-    assert codes(f) == ["GPU-F01-NOT-REGISTERED"] and "nvidia.com/mig-4g.40gb is absent" in f[0].message
+    assert codes(f) == ["FAIL-F01-NOT-REGISTERED"] and "nvidia.com/mig-4g.40gb is absent" in f[0].message
 
 
 # ------------------------------------------------------------------ the plugin socket
@@ -118,14 +118,14 @@ def test_socket_present_among_other_plugins_sockets():
 
 def test_socket_missing_for_a_resource():
     f = verdicts.socket_findings("worker01", LISTING, ["nvidia-mig-1g.10gb.sock", "nvidia-gpu.sock"])
-    assert codes(f) == ["GPU-F01-NOT-REGISTERED"]
+    assert codes(f) == ["FAIL-F01-NOT-REGISTERED"]
     assert "nvidia-mig-1g.10gb.sock not found" in f[0].message and "kubevirt-kvm.sock" in f[0].message
 
 
 def test_socket_probe_that_failed_gives_no_verdict():
     out = "ls: /device-plugins/: No such file or directory\n"  # what BusyBox ls prints for a missing directory
     f = verdicts.socket_findings("worker01", out, ["nvidia-gpu.sock"], exit_code=1)
-    assert codes(f) == ["ENV-API"] and "socket probe exited 1" in f[0].message
+    assert codes(f) == ["ERROR-API"] and "socket probe exited 1" in f[0].message
 
 
 # ------------------------------------------------------------------ the kubelet's registration counter
@@ -149,7 +149,7 @@ def test_registration_counter_unchanged_over_the_run():
 
 def test_registration_counter_absent_for_a_resource():
     f = registration(text("kubelet_metrics_at_end_fast.txt"), ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb"))
-    assert codes(f) == ["GPU-F01-NOT-REGISTERED"] and 'resource_name="nvidia.com/mig-1g.10gb"' in f[0].message
+    assert codes(f) == ["FAIL-F01-NOT-REGISTERED"] and 'resource_name="nvidia.com/mig-1g.10gb"' in f[0].message
 
 
 def test_kubelet_restarted_during_the_run():
@@ -157,7 +157,7 @@ def test_kubelet_restarted_during_the_run():
     end = text("kubelet_metrics_at_end_fast.txt").replace("process_start_time_seconds 1764741600.12",
                                                            "process_start_time_seconds 1764741725.04")
     f = registration(end)
-    assert codes(f) == ["GPU-F11-REGISTRATION-UNSTABLE"] and "the kubelet restarted during the run" in f[0].message
+    assert codes(f) == ["FAIL-F11-REGISTRATION-UNSTABLE"] and "the kubelet restarted during the run" in f[0].message
 
 
 def test_kubelet_restart_is_named_before_the_counter_it_reset():
@@ -166,7 +166,7 @@ def test_kubelet_restart_is_named_before_the_counter_it_reset():
                                                            "process_start_time_seconds 1764741725.04")
     end = "\n".join(ln for ln in end.splitlines() if not ln.startswith("kubelet_device_plugin_registration_total{"))
     f = registration(end)
-    assert codes(f)[0] == "GPU-F11-REGISTRATION-UNSTABLE" and "GPU-F01-NOT-REGISTERED" in codes(f)
+    assert codes(f)[0] == "FAIL-F11-REGISTRATION-UNSTABLE" and "FAIL-F01-NOT-REGISTERED" in codes(f)
 
 
 def test_plugin_re_registered_during_the_run():
@@ -174,7 +174,7 @@ def test_plugin_re_registered_during_the_run():
         'kubelet_device_plugin_registration_total{resource_name="nvidia.com/gpu"} 1',
         'kubelet_device_plugin_registration_total{resource_name="nvidia.com/gpu"} 2')
     f = registration(end)
-    assert codes(f) == ["GPU-F11-REGISTRATION-UNSTABLE"] and "went 1 -> 2 during the run" in f[0].message
+    assert codes(f) == ["FAIL-F11-REGISTRATION-UNSTABLE"] and "went 1 -> 2 during the run" in f[0].message
 
 
 # ------------------------------------------------------------------ the GPU operator's validator
@@ -191,14 +191,14 @@ def test_validator_ready():
 
 def test_validator_held_in_its_init_containers():
     f = verdicts.operator_findings("n", [VALIDATOR], "app=nvidia-operator-validator", "nvidia-gpu-operator")
-    assert codes(f) == ["ENV-OPERATOR-NOT-READY"]
+    assert codes(f) == ["ERROR-OPERATOR-NOT-READY"]
     assert "nvidia-operator-validator-99l6b is not Ready (phase Pending)" in f[0].message
     assert "plugin-validation: PodInitializing" in f[0].message and "driver-validation" not in f[0].message
 
 
 def test_no_validator_on_the_node():
     f = verdicts.operator_findings("n", [], "app=nvidia-operator-validator", "gpu-operator")
-    assert codes(f) == ["ENV-OPERATOR-NOT-READY"] and "operator not deployed here?" in f[0].message
+    assert codes(f) == ["ERROR-OPERATOR-NOT-READY"] and "operator not deployed here?" in f[0].message
 
 
 # ------------------------------------------------------------------ may the check run here (common)
@@ -221,29 +221,29 @@ def test_usable_node_with_free_gpus_can_take_the_check():
 
 
 def test_not_ready_or_cordoned_node():
-    assert codes(verdicts.unusable(gpu_node(ready="False"), 1)) == ["ENV-NODE-NOT-READY"]
+    assert codes(verdicts.unusable(gpu_node(ready="False"), 1)) == ["SKIP-NODE-NOT-READY"]
     f = verdicts.unusable(gpu_node(spec={"unschedulable": True}), 0)  # what `kubectl cordon` sets
-    assert codes(f) == ["ENV-NODE-NOT-READY"] and "cordoned" in f[0].message
+    assert codes(f) == ["SKIP-NODE-NOT-READY"] and "cordoned" in f[0].message
 
 
 def test_node_without_enough_free_gpus_is_busy():
     f = verdicts.busy(gpu_node(), 0, 1)
-    assert codes(f) == ["GPU-F07-BUSY"] and "has 0 free nvidia.com/gpu now, the check needs 1" in f[0].message
+    assert codes(f) == ["SKIP-F07-BUSY"] and "has 0 free nvidia.com/gpu now, the check needs 1" in f[0].message
     holder = {"metadata": {"name": "train-0"}, "spec": {"nodeName": "gpu-node-0", "containers": [
         {"name": "t", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}, "status": {"phase": "Running"}}
-    assert codes(verdicts.unusable(gpu_node(pods=[holder]), 1)) == ["GPU-F07-BUSY"]  # as discovery saw it
+    assert codes(verdicts.unusable(gpu_node(pods=[holder]), 1)) == ["SKIP-F07-BUSY"]  # as discovery saw it
 
 
 def test_optional_permission_or_probe_off_and_other_vendors():
     assert verdicts.not_checked(True, "x") == []
     assert codes(verdicts.not_checked(False, "nodes/proxy not granted: kubelet metrics not checked")) == \
-        ["ENV-NOT-CHECKED"]
+        ["NOTCHECKED-OPTIONAL"]
     assert verdicts.nvidia_tooling("nvidia", "x") == []
     f = verdicts.nvidia_tooling("amd", "the CUDA vector-add sample")
-    assert codes(f) == ["ENV-NOT-CHECKED"] and f[0].message.startswith("vendor amd: the CUDA vector-add sample")
+    assert codes(f) == ["NOTCHECKED-OPTIONAL"] and f[0].message.startswith("vendor amd: the CUDA vector-add sample")
 
 
 def test_folded_keeps_the_first_code_and_lists_the_others():
-    f = [verdicts.Finding("GPU-F04-OVERADVERTISED", "a"), verdicts.Finding("GPU-F04-STALE-RESOURCE", "b")]
+    f = [verdicts.Finding("FAIL-F04-OVERADVERTISED", "a"), verdicts.Finding("FAIL-F04-STALE-RESOURCE", "b")]
     assert verdicts.folded([]) == []
-    assert verdicts.folded(f) == [verdicts.Finding("GPU-F04-OVERADVERTISED", "a\n  also [GPU-F04-STALE-RESOURCE] b")]
+    assert verdicts.folded(f) == [verdicts.Finding("FAIL-F04-OVERADVERTISED", "a\n  also [FAIL-F04-STALE-RESOURCE] b")]

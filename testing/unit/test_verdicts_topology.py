@@ -30,7 +30,7 @@ def test_kubelet_at_its_defaults_differs_from_the_expected_policies():
     got = verdicts.kubelet_policies({})  # a kubeletconfig without the fields: the kubelet runs their defaults
     assert got == verdicts.kubelet_policies(None) == KUBELET_DEFAULTS
     f = verdicts.policy_findings("gpu-a", got, WANT)
-    assert codes(f) == ["GPU-TOPOLOGY-POLICY"]
+    assert codes(f) == ["FAIL-TOPOLOGY-POLICY"]
     assert f[0].message == ("gpu-a: kubelet topologyManagerPolicy='none' (expected 'single-numa-node'), "
                             "cpuManagerPolicy='none' (expected 'static')")  # scope "any": not compared
 
@@ -39,7 +39,7 @@ def test_one_policy_off_on_the_bed():
     bed = obj("kubelet_config_local_bed.yaml")
     bed["topologyManagerPolicy"] = "none"  # what the bed's topology-policy-none fault sets
     f = verdicts.policy_findings("n", verdicts.kubelet_policies(bed), WANT)
-    assert codes(f) == ["GPU-TOPOLOGY-POLICY"] and "cpuManagerPolicy" not in f[0].message
+    assert codes(f) == ["FAIL-TOPOLOGY-POLICY"] and "cpuManagerPolicy" not in f[0].message
 
 
 # ------------------------------------------------------------------ admission under single-numa-node
@@ -50,13 +50,13 @@ REJECTED = obj("pod_pytorch_ci_infra_696_topology_affinity_error.yaml")
 def test_rejection_on_a_node_with_gpus_in_use_is_fragmentation():
     # the case: a p5.48xlarge with GPUs in use on both NUMA nodes; 4 of 8 free in aggregate
     f = verdicts.admission_findings("ip-10-8-98-255", REJECTED, 4, 8, "single-numa-node")
-    assert codes(f) == ["GPU-F06-FRAGMENTED"]
+    assert codes(f) == ["SKIP-F06-FRAGMENTED"]
     assert "4 of 8 GPUs in use" in f[0].message and "Resources cannot be allocated with Topology locality" in f[0].message
 
 
 def test_rejection_on_an_idle_node_is_a_topology_failure():
     f = verdicts.admission_findings("ip-10-8-98-255", REJECTED, 8, 8, "single-numa-node")
-    assert codes(f) == ["GPU-F06-TOPOLOGY-AFFINITY"] and "under policy single-numa-node" in f[0].message
+    assert codes(f) == ["FAIL-F06-TOPOLOGY-AFFINITY"] and "under policy single-numa-node" in f[0].message
 
 
 def test_admitted_pod_is_no_admission_finding():
@@ -87,12 +87,12 @@ def test_cpus_and_gpu_on_one_numa_node():
 def test_cpus_and_gpu_on_different_numa_nodes():
     al = verdicts.alignment_from_log(probe_log(pci_numa=PCI[4], cpus=CPUS, **NODES))
     f = verdicts.numa_findings("gpu-a", al)
-    assert codes(f) == ["GPU-NUMA-MISALIGNED"] and f[0].message == "gpu-a: CPUs 4-7 on NUMA [0], GPUs 0000:ae:00.0@NUMA1"
+    assert codes(f) == ["FAIL-NUMA-MISALIGNED"] and f[0].message == "gpu-a: CPUs 4-7 on NUMA [0], GPUs 0000:ae:00.0@NUMA1"
 
 
 def test_topo_numa_affinity_when_sysfs_gave_nothing():
     al = verdicts.alignment_from_log(probe_log(topo=text("topo_5gpu_spaces_gpu_numa_id.txt"), cpus=CPUS, **NODES))
-    assert codes(verdicts.numa_findings("n", al)) == ["GPU-NUMA-MISALIGNED"]  # GPU0 sits on NUMA 1
+    assert codes(verdicts.numa_findings("n", al)) == ["FAIL-NUMA-MISALIGNED"]  # GPU0 sits on NUMA 1
 
 
 @pytest.mark.parametrize("sections", [
@@ -102,7 +102,7 @@ def test_topo_numa_affinity_when_sysfs_gave_nothing():
 ])
 def test_gpu_without_numa_affinity_is_not_applicable(sections):
     f = verdicts.numa_findings("n", verdicts.alignment_from_log(probe_log(cpus=CPUS, **NODES, **sections)))
-    assert codes(f) == ["GPU-NUMA-NA"]
+    assert codes(f) == ["SKIP-NUMA-NA"]
 
 
 def test_topology_admission_errors_during_the_run_are_evidence_with_their_baseline():

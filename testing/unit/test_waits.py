@@ -40,9 +40,9 @@ def test_not_created_yet_waits_then_times_out():
 
 def test_allowed_scheduler_verdict_is_final_at_once():
     """Burst's pod N+1: the scheduler's Unschedulable verdict ends the wait without any grace or timeout."""
-    spec = waits.Spec(("extra",), "running", 120, allow=("GPU-F07-BUSY",))
+    spec = waits.Spec(("extra",), "running", 120, allow=("SKIP-F07-BUSY",))
     d = waits.step(spec, waits.Progress(0), {"extra": pod("extra", **UNSCHEDULABLE)}, set(), 0.1, classify)
-    assert d.kind == "allowed" and d.problem.code == "GPU-F07-BUSY"
+    assert d.kind == "allowed" and d.problem.code == "SKIP-F07-BUSY"
 
 
 def test_problem_on_a_pending_pod_gets_the_grace_then_is_a_verdict():
@@ -52,7 +52,7 @@ def test_problem_on_a_pending_pod_gets_the_grace_then_is_a_verdict():
     d = waits.step(spec, prog, states, set(), 1, classify)
     assert d.kind == "wait" and d.wake_at == 1 + waits.PENDING_GRACE_S
     d = waits.step(spec, prog, states, set(), 1 + waits.PENDING_GRACE_S, classify)
-    assert d.kind == "problem" and d.problem.code == "GPU-F14-IMAGE-PULL"
+    assert d.kind == "problem" and d.problem.code == "ERROR-F14-IMAGE-PULL"
 
 
 def test_a_problem_that_clears_restarts_the_grace():
@@ -68,7 +68,7 @@ def test_terminal_problem_is_judged_at_once():
     spec = waits.Spec(("a",), "done", 120)
     p = pod("a", "Failed", reason="UnexpectedAdmissionError", message="Allocate failed")
     d = waits.step(spec, waits.Progress(0), {"a": p}, set(), 0.5, classify)
-    assert d.kind == "problem" and d.problem.code == "GPU-F05-UNEXPECTED-ADMISSION"
+    assert d.kind == "problem" and d.problem.code == "FAIL-F05-UNEXPECTED-ADMISSION"
 
 
 def test_deleted_during_the_wait_ends_it():
