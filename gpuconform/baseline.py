@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuconform.config import Config
-from gpuconform.report import OUTCOMES, outcome_counts, seconds
+from gpuconform.auditpage import OUTCOMES, outcome_counts, seconds
 
 SCHEMA = "gpuconform.summary/v1"
 _DEFAULTS = Config({})  # the schema's defaults (gpuconform/config.py)

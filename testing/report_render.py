@@ -216,14 +216,14 @@ def build_synthetic(n: int, out_dir: str | Path, latency_pods: int = 5, nodes_pr
 
 def fragment_bytes(summary: dict) -> dict[str, int]:
     """Sizes of the gpuconform fragments (UTF-8 bytes) that the page gets for this summary."""
-    from gpuconform import report
+    from gpuconform import auditpage
 
     results, nodes, pools = summary.get("results", []), summary.get("gpu_nodes", []), summary.get("node_pools")
     lat, thr = summary.get("latency") or [], summary.get("thresholds") or {}
-    frags = {"pool summary": report.pool_summary_html(results, nodes, summary.get("certified_nodes"), pools),
-             "matrix": report.matrix_html(results, nodes, pools),
-             "latency": report.latency_cdf_svg(lat, thr) + report.phase_breakdown_svg(lat)
-             + report.percentile_table_html(lat, thr)}
+    frags = {"pool summary": auditpage.pool_summary_html(results, nodes, summary.get("certified_nodes"), pools),
+             "matrix": auditpage.matrix_html(results, nodes, pools),
+             "latency": auditpage.latency_cdf_svg(lat, thr) + auditpage.phase_breakdown_svg(lat)
+             + auditpage.percentile_table_html(lat, thr)}
     return {k: len(v.encode()) for k, v in frags.items()}
 
 

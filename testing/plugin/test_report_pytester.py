@@ -1,5 +1,5 @@
 """gpuconform.pytest_plugin.html_report in a child pytest with pytest-html: the pool summary leads the audit record, the matrix has a row
-per node that did not pass everything, and above gpuconform.report.ROWS_DRAWN_UP_TO results the page opens
+per node that did not pass everything, and above gpuconform.auditpage.ROWS_DRAWN_UP_TO results the page opens
 with pytest-html's passed rows not drawn (still in the page and counted).
 
 No cluster: the child tests record their node with record_property, as the suite's checks do through the plugin.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuconform.report import ROWS_DRAWN_UP_TO
+from gpuconform.auditpage import ROWS_DRAWN_UP_TO
 
 pytest_plugins = ["pytester"]
 

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpuconform import nodemode, nodes, report
+from gpuconform import nodemode, nodes, auditpage
 from gpuconform.config import load
 
 DATA = Path(__file__).parent / "data" / "layouts"
@@ -129,10 +129,10 @@ def test_the_header_lists_the_left_out_nodes_grouped_by_why_and_stays_small():
                                                   nodemode.NONE, "label nvidia.com/gpu.workload.config=vm-passthrough")]
     assert left_out_tally(left) == ("121: not matched by nodes.selector (120), not applicable here (no container "
                                     "device plugin) (1)")
-    page = report.left_out_html({x.name: x.to_dict() for x in left}, nodes.LEFT_OUT_TITLES)
+    page = auditpage.left_out_html({x.name: x.to_dict() for x in left}, nodes.LEFT_OUT_TITLES)
     assert page.index("not matched by nodes.selector: 120 nodes") < page.index("not applicable here")
     assert "... and 70 more" in page and "gpu-vmpt-0" in page and "none: label nvidia.com/gpu.workload.config" in page
-    assert page.count("<tr>") == 1 + report.LEFT_OUT_SHOWN + 1 + 1  # header, 50 drawn, "more", the vm node
+    assert page.count("<tr>") == 1 + auditpage.LEFT_OUT_SHOWN + 1 + 1  # header, 50 drawn, "more", the vm node
     assert left_out_tally([]) == "none"
 
 

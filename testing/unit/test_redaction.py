@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client as k8s, config as kconfig
 
 from gpuconform.pytest_plugin import scrub
-from gpuconform import config as gconfig, kube, redaction, report  # noqa: F401 - kube installs the log filters
+from gpuconform import config as gconfig, kube, redaction, auditpage  # noqa: F401 - kube installs the log filters
 
 JWT = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEyMyJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6Z3B1In0.c2lnbmF0dXJlLXNpZw"
 GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -59,7 +59,7 @@ def test_connect_remembers_the_kubeconfig_token(tmp_path: Path):
 
 def test_one_rule_for_the_config_dump_and_config_redacted():
     cfg = gconfig.load(None, {"images.pullSecrets": "[regcred, mirror-cred]"}, environ={})
-    assert not hasattr(report, "redact")  # the report's config dump and the summary's use this very rule
+    assert not hasattr(auditpage, "redact")  # the report's config dump and the summary's use this very rule
     out = cfg.redacted()
     assert out == redaction.redact(cfg.data)
     assert out["images"]["pullSecrets"] == ["<redacted>", "<redacted>"]  # as the config reference says

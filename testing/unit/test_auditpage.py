@@ -9,9 +9,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from gpuconform import catalog, report
+from gpuconform import catalog, auditpage
 from gpuconform.redaction import is_secret_key, redact
-from gpuconform.report import (environment_html, latency_cdf_svg, matrix_html, outcome_counts, percentile_table_html,
+from gpuconform.auditpage import (environment_html, latency_cdf_svg, matrix_html, outcome_counts, percentile_table_html,
                                phase_breakdown_svg, pool_summary_html, undrawn_rows_html)
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -197,7 +197,7 @@ def test_matrix_cell_with_several_results_shows_the_worst():
 def test_matrix_cuts_long_messages_in_titles():
     rs = [_result("test_a", "gpu-node-0", "failed", "FAIL-F08-PLUGIN-CRASHLOOP", "x" * 5000)]
     td = ET.fromstring(matrix_html(rs, ["gpu-node-0"])).find("tbody/tr")[1]
-    assert len(td.get("title")) == report._TITLE_MAX and td.get("title").endswith("\u2026")
+    assert len(td.get("title")) == auditpage._TITLE_MAX and td.get("title").endswith("\u2026")
 
 
 def test_matrix_escapes_messages_and_names():
@@ -311,7 +311,7 @@ def _visible(out: str) -> list[str]:
 
 
 def test_rows_are_drawn_on_demand_above_the_limit():
-    limit = report.ROWS_DRAWN_UP_TO
+    limit = auditpage.ROWS_DRAWN_UP_TO
     assert undrawn_rows_html({"passed": limit, "failed": 0, "error": 0, "skipped": 0}) == ""
     out = undrawn_rows_html({"passed": limit - 5, "failed": 3, "error": 2, "skipped": 1})
     assert _visible(out) == ["skipped", "failed", "error", "xfailed", "xpassed", "rerun"]
@@ -325,10 +325,10 @@ def test_rows_are_drawn_on_demand_above_the_limit():
 
 
 def test_style_is_scoped():
-    selectors = re.findall(r"^([^{}\n]+)\{", report.STYLE, re.M)
+    selectors = re.findall(r"^([^{}\n]+)\{", auditpage.STYLE, re.M)
     assert selectors and all(s.startswith(".gc-") for sel in selectors for s in sel.split(","))
     for outcome in ("passed", "failed", "error", "skipped", "none"):
-        assert f".gc-{outcome}{{" in report.STYLE
+        assert f".gc-{outcome}{{" in auditpage.STYLE
 
 
 # ---------------------------------------------------------------- latency plots
@@ -524,4 +524,4 @@ def test_environment_html():
 def test_yamlish_round_trips_through_yaml():
     yaml = pytest.importorskip("yaml")
     data = {**CONFIG, "odd": ["yes", "1.5", "a: b", " pad", "#x", "-", 3, 2.5, None, [], [1, [2, 3]], {"k": [{}]}]}
-    assert yaml.safe_load("\n".join(report.yamlish(data))) == data
+    assert yaml.safe_load("\n".join(auditpage.yamlish(data))) == data
