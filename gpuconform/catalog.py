@@ -16,31 +16,54 @@ class Check:
     # Its pods' gpuconform.dev/check label when it holds every GPU of its node at some point (`gpus("all")`, or
     # `then="all"`): no two such checks overlap on a node, nor does one overlap any device held for it.
     exclusive: str | None = None
+    # The CNCF Kubernetes AI Conformance requirements it gives evidence for (AI_CONFORMANCE ids)
+    ai_conformance: tuple[str, ...] = ()
+
+
+# The requirement ids of the CNCF Kubernetes AI Conformance checklist (cncf/k8s-ai-conformance
+# docs/AIConformance-1.35.md, "Accelerators" and "Security"; docs/AIConformance-1.37.yaml keeps the last three):
+# an auditor files a check's result as evidence for these. `dra_support` needs the DRA path (issue 17): no check
+# gives evidence for it yet.
+DRIVER_RUNTIME, SHARING, SECURE_ACCESS, DRA = ("driver_runtime_management", "gpu_sharing",
+                                               "secure_accelerator_access", "dra_support")
+AI_CONFORMANCE = (DRIVER_RUNTIME, SHARING, SECURE_ACCESS, DRA)
 
 
 CHECKS = (
     Check("test_plugin_pod_is_ready_and_not_crash_looping", "every GPU node runs a Ready device-plugin pod that is "
-          "not crash-looping (restarts within plugin.maxRestarts)."),
+          "not crash-looping (restarts within plugin.maxRestarts).",
+          ai_conformance=(DRIVER_RUNTIME,)),
     Check("test_gpu_resource_is_in_node_capacity", "a GPU node's capacity and allocatable list each of its GPU "
-          "resources with a non-zero count."),
+          "resources with a non-zero count.",
+          ai_conformance=(DRIVER_RUNTIME,)),
     Check("test_kubelet_counts_the_plugin_registration", "the kubelet's kubelet_device_plugin_registration_total "
-          "for each of the node's GPU resources is at least 1.", start_counters=True),
+          "for each of the node's GPU resources is at least 1.", start_counters=True,
+          ai_conformance=(DRIVER_RUNTIME,)),
     Check("test_plugin_socket_exists_in_device_plugins_dir", "the plugin serves one socket per resource in "
-          "/var/lib/kubelet/device-plugins."),
-    Check("test_gpu_operator_validation_passed_on_the_node", "the GPU operator's validator pod on the node is Ready."),
+          "/var/lib/kubelet/device-plugins.",
+          ai_conformance=(DRIVER_RUNTIME,)),
+    Check("test_gpu_operator_validation_passed_on_the_node", "the GPU operator's validator pod on the node is Ready.",
+          ai_conformance=(DRIVER_RUNTIME,)),
     Check("test_advertised_gpus_match_the_hardware", "the node advertises count x max(replicas, 1) of its resource, "
-          "as its labels say."),
+          "as its labels say.",
+          ai_conformance=(DRIVER_RUNTIME, SHARING)),
     Check("test_advertised_gpus_match_the_pci_hardware", "the GPUs on the node's PCI bus match its labels and what "
-          "it advertises, and the kubelet's allocatable list agrees."),
+          "it advertises, and the kubelet's allocatable list agrees.",
+          ai_conformance=(DRIVER_RUNTIME,)),
     Check("test_vector_add_succeeds_through_the_plugin", "a CUDA vector-add pod requesting one GPU runs to Test "
-          "PASSED."),
-    Check("test_pods_see_exactly_the_gpus_they_request", "a pod sees exactly the GPUs it requested, no more."),
+          "PASSED.",
+          ai_conformance=(DRIVER_RUNTIME,)),
+    Check("test_pods_see_exactly_the_gpus_they_request", "a pod sees exactly the GPUs it requested, no more.",
+          ai_conformance=(SECURE_ACCESS,)),
     Check("test_kubelet_assigned_devices_match_what_the_pod_sees", "the devices the kubelet assigned to a container "
-          "are those it sees, and none is assigned twice."),
+          "are those it sees, and none is assigned twice.",
+          ai_conformance=(SECURE_ACCESS,)),
     Check("test_gpu_access_held_through_the_run_survives_to_its_end", "a pod holding one GPU through the run still "
-          "sees it at the end.", start_counters=True),
+          "sees it at the end.", start_counters=True,
+          ai_conformance=(SECURE_ACCESS,)),
     Check("test_burst_allocates_every_free_gpu_once_and_one_more_waits", "a burst of pods gets every free device "
-          "exactly once and one more pod stays Pending.", exclusive="burst"),
+          "exactly once and one more pod stays Pending.", exclusive="burst",
+          ai_conformance=(SECURE_ACCESS, SHARING)),
     Check("test_kubelet_topology_and_cpu_manager_policies_are_as_expected", "the kubelet runs the expected topology "
           "and CPU manager policies."),
     Check("test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node", "a Guaranteed GPU pod gets its CPUs and GPUs "
@@ -50,6 +73,13 @@ CHECKS = (
 )
 
 NAMES = tuple(c.name for c in CHECKS)
+BY_NAME = {c.name: c for c in CHECKS}
 START_COUNTERS = frozenset(c.name for c in CHECKS if c.start_counters)
-# pod label -> name prefix of the pods made while holding every GPU of the node (gpuconform/schedule.py)
+# the pod labels of the checks holding every GPU of their node at some point (gpuconform/schedule.py)
 EXCLUSIVE = tuple(c.exclusive for c in CHECKS if c.exclusive)
+
+
+def ai_conformance(check: str) -> list[str]:
+    """The AI Conformance requirement ids a check (its test function's name) gives evidence for."""
+    c = BY_NAME.get(check)
+    return list(c.ai_conformance) if c else []

@@ -1,6 +1,6 @@
-"""The results: each check's report gets its node, reason code, message and MUST statement as user properties (so
-JUnit XML carries them), environment errors show as errors, and one row per check and node is kept for the
-summary."""
+"""The results: each check's report gets its node, reason code, message, MUST statement and the CNCF AI
+Conformance requirements it gives evidence for as user properties (so JUnit XML carries them), environment errors
+show as errors, and one row per check and node is kept for the summary."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpuconform import reasons
+from gpuconform import catalog, reasons
 from gpuconform.reasons import Verdict, code_of
 
 
@@ -30,9 +30,10 @@ class Results:
             msg = props.get("message", "")
             if not msg and isinstance(report.longrepr, tuple):
                 msg = str(report.longrepr[2]).removeprefix("Skipped: ")
-            self.rows.append({"test": report.nodeid, "check": report.nodeid.split("::")[-1].split("[")[0],
-                              "node": props.get("node"), "outcome": outcome, "reason": props.get("reason"),
-                              "message": msg, "duration_s": round(report.duration, 3)})
+            check = report.nodeid.split("::")[-1].split("[")[0]
+            self.rows.append({"test": report.nodeid, "check": check, "node": props.get("node"), "outcome": outcome,
+                              "reason": props.get("reason"), "message": msg, "duration_s": round(report.duration, 3),
+                              "ai_conformance": catalog.ai_conformance(check)})
         if report.when == "call" and getattr(report, "measurements", None):
             self.measured.append(report.measurements)
 
@@ -62,6 +63,9 @@ def properties(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestRepo
     doc = getattr(getattr(item, "function", None), "__doc__", None) or ""
     if report.when == "call" and "MUST:" in doc:
         props.append(("must", " ".join(doc.split("MUST:", 1)[1].split())))
+    requirements = catalog.ai_conformance(getattr(item, "originalname", ""))
+    if report.when == "call" and requirements:  # what an auditor files the result as evidence for
+        props.append(("ai_conformance", ", ".join(requirements)))
     return props
 
 
