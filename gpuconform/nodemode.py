@@ -10,7 +10,7 @@ from typing import Iterable
 from . import vendors
 from .counts import qty
 
-DEVICE_PLUGIN, DRA, NONE = "device-plugin", "dra", "none"
+DEVICE_PLUGIN, DRA, DRA_EXTENDED, NONE = "device-plugin", "dra", "dra-extended-resource", "none"
 
 WORKLOAD_CONFIG = "nvidia.com/gpu.workload.config"  # GPUOP state_manager.go gpuWorkloadConfigLabelKey
 VM_WORKLOADS = ("vm-passthrough", "vm-vgpu")  # gpuWorkloadConfigVMPassthrough, gpuWorkloadConfigVMVgpu
@@ -53,6 +53,25 @@ def slices_by_node(slices: Iterable[dict]) -> dict[str, list[dict]]:
     return out
 
 
+def extended_classes(classes: Iterable[dict], vendor: str) -> dict[str, tuple[str, str]]:
+    """DeviceClasses (resource.k8s.io/v1) that put one of the vendor's GPU DRA drivers behind an extended resource
+    name: driver -> (DeviceClass name, spec.extendedResourceName). KEP-5004 (DRAExtendedResource; kubernetes
+    staging/src/k8s.io/api/resource/v1/types.go DeviceClassSpec.ExtendedResourceName): a pod requesting that
+    resource on a node where no device plugin advertises it gets a claim from the class. The driver is recognised
+    in the class's CEL selectors (`device.driver == "gpu.nvidia.com"`, as NVIDIA's DRA driver's classes select)."""
+    out: dict[str, tuple[str, str]] = {}
+    for c in classes:
+        spec = c.get("spec") or {}
+        name = spec.get("extendedResourceName")
+        if not name or not vendors.is_gpu_resource(vendor, name):
+            continue
+        cel = " ".join(str(((sel or {}).get("cel") or {}).get("expression") or "") for sel in spec.get("selectors") or [])
+        for driver in GPU_DRA_DRIVERS.get(vendor, ()):
+            if f'"{driver}"' in cel or f"'{driver}'" in cel:
+                out.setdefault(driver, ((c.get("metadata") or {}).get("name") or "?", name))
+    return out
+
+
 def _drivers(slices: list[dict]) -> str:
     return ", ".join(sorted({(s.get("spec") or {}).get("driver") or "?" for s in slices}))
 
@@ -75,7 +94,7 @@ def _no_container_plugin_label(labels: dict[str, str]) -> tuple[str, str, str] |
 
 
 def allocation_path(labels: dict[str, str], capacity: dict[str, str], allocatable: dict[str, str],
-                    slices: list[dict], vendor: str) -> NodeMode:
+                    slices: list[dict], vendor: str, extended: dict[str, tuple[str, str]] | None = None) -> NodeMode:
     """The node's allocation path from its own objects; `slices` are the ResourceSlices naming this node.
 
     1. The vendor's GPU resource advertised (capacity > 0) -> device-plugin: only a device plugin puts it there
@@ -83,7 +102,9 @@ def allocation_path(labels: dict[str, str], capacity: dict[str, str], allocatabl
        label saying otherwise beside it (said in the reason), unless such a label is there and nothing of it is
        allocatable (what a removed plugin leaves behind).
     2. A label saying the node runs no container plugin by design -> dra or none.
-    3. ResourceSlices of the vendor's GPU DRA driver for the node -> dra (another driver's slices are only noted).
+    3. ResourceSlices of the vendor's GPU DRA driver for the node -> dra, or dra-extended-resource when a
+       DeviceClass puts that driver behind the vendor's GPU resource name (`extended`: extended_classes); another
+       driver's slices are only noted.
     4. Otherwise device-plugin: a GPU node whose plugin never registered is certified, so that failure is reported.
     """
     labels, capacity, allocatable = labels or {}, capacity or {}, allocatable or {}
@@ -109,6 +130,14 @@ def allocation_path(labels: dict[str, str], capacity: dict[str, str], allocatabl
             reason += f"; {len(slices)} ResourceSlice(s) of {_drivers(slices)}"
         return NodeMode(path, reason + stale, evidence)
     if slices:
+        behind = next((extended[d] for d in sorted({(s.get("spec") or {}).get("driver") for s in slices})
+                       if d in (extended or {})), None)
+        if behind is not None:
+            return NodeMode(DRA_EXTENDED, f"a DRA driver ({_drivers(slices)}) publishes this node's devices and serves "
+                                          f"pods requesting {behind[1]} through DeviceClass {behind[0]} (extended "
+                                          f"resource); no device plugin advertises a GPU resource{stale}",
+                            f"{len(slices)} ResourceSlice(s) with spec.nodeName of this node; DeviceClass {behind[0]} "
+                            f"extendedResourceName={behind[1]}")
         return NodeMode(DRA, f"a DRA driver ({_drivers(slices)}) publishes this node's devices, no device plugin "
                              f"advertises a GPU resource{stale}",
                         f"{len(slices)} ResourceSlice(s) with spec.nodeName of this node")
@@ -118,8 +147,9 @@ def allocation_path(labels: dict[str, str], capacity: dict[str, str], allocatabl
                     "no GPU resource advertised, no label or GPU driver's ResourceSlice saying otherwise")
 
 
-def of_node(node: dict, slices: list[dict], vendor: str) -> NodeMode:
+def of_node(node: dict, slices: list[dict], vendor: str,
+            extended: dict[str, tuple[str, str]] | None = None) -> NodeMode:
     """`allocation_path` of a Node object (as a dict) and the ResourceSlices naming it."""
     status = node.get("status") or {}
     return allocation_path(node.get("metadata", {}).get("labels") or {}, status.get("capacity") or {},
-                           status.get("allocatable") or {}, slices, vendor)
+                           status.get("allocatable") or {}, slices, vendor, extended)

@@ -114,11 +114,12 @@ def is_gpu_node(node: dict, vendor: str, selector: str, exclude: str) -> bool:
 
 
 def select_nodes(all_nodes: list[dict], slices: list[dict], vendor: str, selector: str,
-                 exclude: str) -> tuple[list[dict], list[LeftOut]]:
+                 exclude: str, classes: list[dict] | None = None) -> tuple[list[dict], list[LeftOut]]:
     """The nodes to certify, and the GPU-looking (or selected) nodes left out with why, from one LIST of nodes and
     one of ResourceSlices: local work only, no request per node. Certified: selected, and the node's allocation
     path (gpuconform/nodemode.py, from its labels, capacity and the slices naming it) is the device plugin."""
     per_node = nodemode.slices_by_node(slices)
+    extended = nodemode.extended_classes(classes or [], vendor)
     certify: list[dict] = []
     left: list[LeftOut] = []
     for n in all_nodes:
@@ -130,7 +131,7 @@ def select_nodes(all_nodes: list[dict], slices: list[dict], vendor: str, selecto
                         else f"does not match nodes.selector {selector!r}")
                 left.append(LeftOut(name, why, text))
             continue
-        mode = nodemode.of_node(n, per_node.get(name, []), vendor)
+        mode = nodemode.of_node(n, per_node.get(name, []), vendor, extended)
         if mode.certified_here:
             certify.append(n)
         else:

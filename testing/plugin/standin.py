@@ -37,5 +37,6 @@ def run_start(core: Any, run_id: str) -> classmethod:
     def start(cls, cfg, kubeconfig, context, _run_id):
         api = kube.CountingApiClient(k8s.Configuration(), kube.RateLimiter(1000, 1000))
         cluster = kube.Cluster(api, core, None, None, None, "stand-in cluster", 1.0)
-        return cls(cfg, cluster, run_id, "v1.34.0", {"nodes/proxy": True, "resourceslices": True})
+        return cls(cfg, cluster, run_id, "v1.34.0", {"nodes/proxy": True, "resourceslices": True,
+                                                    "deviceclasses": True})
     return classmethod(start)

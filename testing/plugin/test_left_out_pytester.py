@@ -38,7 +38,8 @@ CORE = SimpleNamespace(list_node=pages(NODES), list_pod_for_all_namespaces=pages
 
 kube.Watch = NoWatch
 run.Run.start = run_start(CORE, "left-out-run")
-inventory.k8s.ResourceV1Api = lambda api: SimpleNamespace(list_resource_slice=pages(SLICES))
+inventory.k8s.ResourceV1Api = lambda api: SimpleNamespace(list_resource_slice=pages(SLICES),
+                                                         list_device_class=pages([]))
 '''
 
 

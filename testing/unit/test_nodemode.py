@@ -164,7 +164,7 @@ class NotFound(Exception):
     status = 404
 
 
-def inventory(monkeypatch, slices_fn):
+def inventory(monkeypatch, slices_fn, classes_fn=None):
     import kubernetes.client as k8s
 
     from gpuconform.pytest_plugin import inventory as inv_mod
@@ -178,7 +178,8 @@ def inventory(monkeypatch, slices_fn):
             return self
 
     monkeypatch.setattr(kube, "Watch", NoWatch)
-    monkeypatch.setattr(inv_mod.k8s, "ResourceV1Api", lambda api: SimpleNamespace(list_resource_slice=slices_fn))
+    monkeypatch.setattr(inv_mod.k8s, "ResourceV1Api", lambda api: SimpleNamespace(
+        list_resource_slice=slices_fn, list_device_class=classes_fn or pages([], 100)))
     monkeypatch.setattr(inv_mod, "log", lambda *a: None)
     all_nodes = NO_PLUGIN["nodes"] + OPERATOR["nodes"]
     core = SimpleNamespace(list_node=pages(all_nodes, 3), list_pod_for_all_namespaces=pages(OPERATOR["pods"], 100))
@@ -220,3 +221,53 @@ def test_slices_of_a_driver_that_is_not_a_gpu_driver_never_take_a_gpu_node_out()
     gpu = [{"spec": {"driver": "gpu.nvidia.com", "nodeName": "n"}}]
     assert nodemode.allocation_path(labels, {}, {}, gpu, "nvidia").path == nodemode.DRA
     assert nodemode.allocation_path(labels, {}, {}, gpu, "amd").path == nodemode.DEVICE_PLUGIN
+
+
+
+# NVIDIA's DRA driver chart's DeviceClass on a resource.k8s.io/v1 cluster: its CEL selector, and the extended resource
+# name that lets pods requesting nvidia.com/gpu be served by DRA (KEP-5004; kubernetes
+# staging/src/k8s.io/api/resource/v1/types.go DeviceClassSpec.ExtendedResourceName, v1.37.2; docs/vendors.md).
+GPU_CLASS = {"metadata": {"name": "gpu.nvidia.com"}, "spec": {
+    "extendedResourceName": "nvidia.com/gpu",
+    "selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com' && "
+                                         "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}}
+MIG_CLASS = {"metadata": {"name": "mig.nvidia.com"}, "spec": {
+    "selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com' && "
+                                         "device.attributes['gpu.nvidia.com'].type == 'mig'"}}]}}
+
+
+def test_a_device_class_puts_the_gpu_dra_driver_behind_the_extended_resource_name():
+    assert nodemode.extended_classes([GPU_CLASS, MIG_CLASS], "nvidia") == {
+        "gpu.nvidia.com": ("gpu.nvidia.com", "nvidia.com/gpu")}
+    other = {"metadata": {"name": "x"}, "spec": {"extendedResourceName": "example.com/probe-gpu", "selectors": [
+        {"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}  # not a GPU resource of the vendor
+    nic = {"metadata": {"name": "y"}, "spec": {"extendedResourceName": "nvidia.com/gpu", "selectors": [
+        {"cel": {"expression": "device.driver == 'dra.net.example.com'"}}]}}  # not a GPU driver
+    assert nodemode.extended_classes([other, nic], "nvidia") == {}
+    labels = {"nvidia.com/gpu.present": "true"}
+    gpu = [{"spec": {"driver": "gpu.nvidia.com", "nodeName": "n"}}]
+    mode = nodemode.allocation_path(labels, {}, {}, gpu, "nvidia", nodemode.extended_classes([GPU_CLASS], "nvidia"))
+    assert mode.path == nodemode.DRA_EXTENDED and "DeviceClass gpu.nvidia.com" in mode.evidence
+    # a device plugin advertising the resource takes precedence (KEP-5004: the scheduler prefers it there)
+    plugin = nodemode.allocation_path(labels, {"nvidia.com/gpu": "4"}, {"nvidia.com/gpu": "4"}, gpu, "nvidia",
+                                      nodemode.extended_classes([GPU_CLASS], "nvidia"))
+    assert plugin.path == nodemode.DEVICE_PLUGIN
+
+
+def test_discovery_reads_the_device_classes_once_where_slices_exist(monkeypatch):
+    classes = pages([GPU_CLASS, MIG_CLASS], 100)
+    inv = inventory(monkeypatch, pages(NO_PLUGIN["resourceslices"], 2), classes)
+    inv.discover()
+    out = {x.name: x for x in inv.left_out}
+    assert out["gpu-dra-slices-0"].path == nodemode.DRA_EXTENDED
+    assert len(classes.calls) == 1 and "gpu.nvidia.com->nvidia.com/gpu" in inv.dra
+
+
+def test_without_device_classes_dra_nodes_are_plain_dra_and_the_report_says_why(monkeypatch):
+    def refuse(**kw):
+        raise Forbidden()
+
+    inv = inventory(monkeypatch, pages(NO_PLUGIN["resourceslices"], 2), refuse)
+    inv.discover()
+    assert {x.name: x for x in inv.left_out}["gpu-dra-slices-0"].path == nodemode.DRA
+    assert "DeviceClasses not read" in inv.dra and "not granted" in inv.dra
