@@ -139,6 +139,17 @@ def select_nodes(all_nodes: list[dict], slices: list[dict], vendor: str, selecto
     return certify, sorted(left, key=lambda x: x.name)
 
 
+def path_tally(certified: int, left_out: list[LeftOut]) -> str:
+    """Each allocation path and how many GPU nodes take it, for the report header: "device-plugin 3 (certified
+    here), dra 2"; nodes left out by selection are not counted (their path was not decided)."""
+    counts: dict[str, int] = {nodemode.DEVICE_PLUGIN: certified}
+    for x in left_out:
+        if x.why == NOT_APPLICABLE and x.path:
+            counts[x.path] = counts.get(x.path, 0) + 1
+    return ", ".join(f"{p} {n}" + (" (certified here)" if p == nodemode.DEVICE_PLUGIN else "")
+                     for p, n in counts.items() if n or p == nodemode.DEVICE_PLUGIN)
+
+
 def condition(obj: dict, kind: str) -> str | None:
     """The status ("True", "False", "Unknown") of a node's or pod's condition of this type; None if absent."""
     for c in obj.get("status", {}).get("conditions") or []:

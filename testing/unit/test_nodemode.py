@@ -271,3 +271,13 @@ def test_without_device_classes_dra_nodes_are_plain_dra_and_the_report_says_why(
     inv.discover()
     assert {x.name: x for x in inv.left_out}["gpu-dra-slices-0"].path == nodemode.DRA
     assert "DeviceClasses not read" in inv.dra and "not granted" in inv.dra
+
+
+
+def test_the_header_counts_each_allocation_path():
+    from gpuconform.nodes import NOT_APPLICABLE, NOT_SELECTED, LeftOut, path_tally
+
+    left = [LeftOut("a", NOT_APPLICABLE, "r", nodemode.DRA), LeftOut("b", NOT_APPLICABLE, "r", nodemode.DRA_EXTENDED),
+            LeftOut("c", NOT_APPLICABLE, "r", nodemode.DRA), LeftOut("d", NOT_SELECTED, "r")]
+    assert path_tally(3, left) == "device-plugin 3 (certified here), dra 2, dra-extended-resource 1"
+    assert path_tally(0, []) == "device-plugin 0 (certified here)"
