@@ -11,6 +11,14 @@ from gpuconform import verdicts
 from gpuconform.reasons import EnvironmentProblem, Violation, lookup, skip_reason
 
 
+class Skip(pytest.skip.Exception):  # type: ignore[misc,name-defined]
+    """A skip that carries its reason code (the results read it here, not back out of the text)."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(skip_reason(code, message))
+        self.code = lookup(code).code
+
+
 def hand_over(findings: Iterable[verdicts.Finding]) -> None:
     """Raises the first finding's outcome; returns when there is none."""
     __tracebackhide__ = True
@@ -26,4 +34,4 @@ def raise_for(code: str, message: str) -> None:
         raise Violation(code, message)
     if outcome == "error":
         raise EnvironmentProblem(code, message)
-    pytest.skip(skip_reason(code, message))
+    raise Skip(code, message)

@@ -56,8 +56,9 @@ def properties(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestRepo
         report.longrepr = exc.render()
         if exc.outcome == "error":
             props.append(("outcome", "error"))
-    elif report.skipped and isinstance(report.longrepr, tuple):
-        code = code_of(str(report.longrepr[2]).removeprefix("Skipped: "))
+    elif report.skipped:  # the check's own skip carries its code; a marker's skip (no GPU node) says it in text
+        code = getattr(exc, "code", None) or (code_of(str(report.longrepr[2]).removeprefix("Skipped: "))
+                                              if isinstance(report.longrepr, tuple) else None)
     if code:
         props.append(("reason", code))
     doc = getattr(getattr(item, "function", None), "__doc__", None) or ""
