@@ -3,7 +3,7 @@
 # outside the work tree, each group keyed on its pinned versions, sources and build flags:
 #   $GPUCONFORM_CACHE (default ~/.cache/gpuconform)/{k8s,kwok,images}/<key>/
 # A warm cache makes this a no-op; a warm Go build cache (~/.cache/go-build) turns a rebuild into a relink.
-# stdout: one NAME=DIR line per group (K8S_BIN, K8S_TOOLS_BIN, KWOK_BIN, IMAGES_BIN); progress goes to stderr.
+# stdout: one NAME=DIR line per group (K8S_BIN, K8S_TOOLS_BIN, KWOK_BIN, IMAGES_BIN, NVIDIA_BIN, CONTAINERD2_BIN, MOCKNVML_LIB); progress goes to stderr.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${GPUCONFORM_CACHE:-$HOME/.cache/gpuconform}
@@ -81,6 +81,11 @@ build_nvidia() {
   nfd=$(cd "$here/tools/nfd" && go list -m -f '{{.Dir}}' sigs.k8s.io/node-feature-discovery)
   cp "$nfd/deployment/base/nfd-crds/nfd-api-crds.yaml" "$tmp/"
 }
+# containerd 2.x and its runc shim for the DRA node (tools/containerd/go.mod; dranode.py): CDI for DRA claims.
+build_containerd() {
+  (cd "$here/tools/containerd" && go build -trimpath -tags "no_btrfs no_devmapper no_zfs" -ldflags '-s -w' -o "$tmp/" \
+    github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2)
+}
 # The mock NVML (mocknvml/build.sh), keyed on its sources.
 build_mocknvml() { OUT="$tmp" "$here/mocknvml/build.sh" >&2; }
 
@@ -99,6 +104,9 @@ if [[ $what == all || $what == images ]]; then
 fi
 if [[ $what == all || $what == nvidia ]]; then
   group NVIDIA_BIN "$cache/nvidia/$NVIDIA_TAG-$(hash "$here/tools/nfd/go.mod" "$here/tools/nfd/go.sum")" build_nvidia
+fi
+if [[ $what == all || $what == containerd ]]; then
+  group CONTAINERD2_BIN "$cache/containerd2/$(hash "$here/tools/containerd/go.mod" "$here/tools/containerd/go.sum")" build_containerd
 fi
 if [[ $what == all || $what == mocknvml ]]; then
   group MOCKNVML_LIB "$cache/mocknvml/$(hash "$here/mocknvml/mocknvml.c" "$here/mocknvml/gen_stubs.py" "$here/mocknvml/build.sh")" build_mocknvml

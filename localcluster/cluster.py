@@ -99,6 +99,7 @@ class Bins:
     tools: Path  # the bed's own Go tools (build.sh K8S_TOOLS_BIN, tools/k8s/cmd)
     nvidia: Path  # NVIDIA's plugin and GFD, NFD's master and CRDs (build.sh NVIDIA_BIN; nvidia.py)
     mocknvml: Path  # the mock libnvidia-ml.so.1 (build.sh MOCKNVML_LIB; mocknvml/)
+    containerd2: Path  # containerd 2.x and its runc shim for the DRA node (build.sh CONTAINERD2_BIN; dranode.py)
 
     def __getitem__(self, name: str) -> str:
         return str((self.kwok if name == "kwok" else self.k8s) / name)
@@ -125,7 +126,8 @@ def build(quiet: bool = False) -> Bins:
     if not read_state().get("k8s_version") and STATE.exists():
         write_state(k8s_version=Path(dirs["K8S_BIN"]).name.split("-", 1)[0])
     _BINS.append(Bins(Path(dirs["K8S_BIN"]), Path(dirs["KWOK_BIN"]), Path(dirs["IMAGES_BIN"]),
-                      Path(dirs["K8S_TOOLS_BIN"]), Path(dirs["NVIDIA_BIN"]), Path(dirs["MOCKNVML_LIB"])))
+                      Path(dirs["K8S_TOOLS_BIN"]), Path(dirs["NVIDIA_BIN"]), Path(dirs["MOCKNVML_LIB"]),
+                      Path(dirs["CONTAINERD2_BIN"])))
     return _BINS[0]
 
 
@@ -259,17 +261,22 @@ def make_pki(ip: str) -> None:
         "kwok": ("/O=system:masters/CN=kwok-controller", None),
     }
     for name, (subj, sans) in certs.items():
-        key, csr, crt = (PKI / f"{name}.{x}" for x in ("key", "csr", "crt"))
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subj, "-keyout", str(key), "-out", str(csr))
-        ext = PKI / f"{name}.ext"
-        ext.write_text(f"subjectAltName={sans}\nextendedKeyUsage=serverAuth\n" if sans
-                       else "extendedKeyUsage=clientAuth\n")
-        openssl("x509", "-req", "-in", str(csr), "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key", "-CAcreateserial",
-                "-days", "3650", "-extfile", str(ext), "-out", str(crt))
+        issue_cert(name, subj, sans)
     for name in ("admin", "controller-manager", "scheduler", "kubelet", "kwok"):
         write_kubeconfig(PKI / f"{name}.kubeconfig", name, f"https://{ip}:{PORTS['kube-apiserver']}")
     shutil.copy(PKI / "admin.kubeconfig", KUBECONFIG)
     (PKI / "done").touch()
+
+
+def issue_cert(name: str, subj: str, sans: str | None) -> None:
+    """PKI/<name>.{key,crt} signed by the bed's CA: a serving cert for `sans`, or a client cert when None."""
+    ca = PKI / "ca"
+    key, csr, crt = (PKI / f"{name}.{x}" for x in ("key", "csr", "crt"))
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subj, "-keyout", str(key), "-out", str(csr))
+    ext = PKI / f"{name}.ext"
+    ext.write_text(f"subjectAltName={sans}\nextendedKeyUsage=serverAuth\n" if sans else "extendedKeyUsage=clientAuth\n")
+    openssl("x509", "-req", "-in", str(csr), "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key", "-CAcreateserial",
+            "-days", "3650", "-extfile", str(ext), "-out", str(crt))
 
 
 def write_kubeconfig(path: Path, user: str, server: str) -> None:
@@ -507,24 +514,26 @@ def import_images(archives: list[Path]) -> None:
     say(f"imported {len(archives)} images into containerd: {', '.join(IMAGES.values())}")
 
 
-def write_hardware(numa: int = 0, profile: str | None = None, off_bus: tuple[int, ...] = ()) -> None:
+def write_hardware(numa: int = 0, profile: str | None = None, off_bus: tuple[int, ...] = (), root: Path = GPU_SIM,
+                   node: str = NODE_NAME, count: int = GPUS) -> dict:
     """The simulated GPUs: what NVML would enumerate on this host (device nodes + a description) and the PCI tree
     the kernel shows (write_pci_tree). `numa` is the NUMA node the GPUs physically sit on (what sysfs/nvidia-smi in
     a pod show); the mig-mixed profile partitions every GPU into MIG devices (what the MIG manager leaves behind);
-    `off_bus` lists GPU indexes missing from the PCI tree only (fallen off the bus; hardware.json keeps them)."""
+    `off_bus` lists GPU indexes missing from the PCI tree only (fallen off the bus; hardware.json keeps them). `root`,
+    `node`, `count`: another node's simulated hardware (the DRA node's, dranode.py). Returns the description."""
     import shapes
 
     profile = profile or shapes.current()[0]
-    (GPU_SIM / "dev").mkdir(parents=True, exist_ok=True)
-    (GPU_SIM / "run").mkdir(parents=True, exist_ok=True)
+    (root / "dev").mkdir(parents=True, exist_ok=True)
+    (root / "run").mkdir(parents=True, exist_ok=True)
     # The per-device info files derive from this hardware: drop the old ones. The simulated plugin writes them again
     # when it starts, the runtime stand-in from hardware.json when missing; NVIDIA's plugin writes none, so a file
     # left from an earlier shape (a fault's NUMA node) would otherwise outlive the change.
-    for old in (GPU_SIM / "run").glob("*.json"):
+    for old in (root / "run").glob("*.json"):
         old.unlink(missing_ok=True)
     gpus = []
-    for i in range(GPUS):
-        node = GPU_SIM / "dev" / f"nvidia{i}"
+    for i in range(count):
+        node = root / "dev" / f"nvidia{i}"
         if node.exists() and node.stat().st_rdev != os.makedev(NVIDIA_MAJOR, i):
             node.unlink()  # left by an older bed with other numbers
         if not node.exists():
@@ -532,17 +541,19 @@ def write_hardware(numa: int = 0, profile: str | None = None, off_bus: tuple[int
             # NV_MAJOR_DEVICE_NUMBER 195), minor = the GPU's: no driver answers it here (open gives ENXIO), but
             # the devices cgroup rules apply to it as to a real GPU's.
             os.mknod(node, 0o666 | 0o020000, os.makedev(NVIDIA_MAJOR, i))
-        gpus.append({"index": i, "minor": i, "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{NODE_NAME}/gpu{i}')}",
+        gpus.append({"index": i, "minor": i, "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{node}/gpu{i}')}",
                      "name": GPU_PRODUCT, "pciBusId": f"00000000:{0x07 + i * 8:02X}:00.0", "numaNode": numa,
                      "memoryTotalMiB": 40960})
         if profile == "mig-mixed":
             gpus[-1]["migDevices"] = shapes.mig_devices(i)
     hardware = {"driverVersion": DRIVER, "cudaVersion": CUDA, "gpus": gpus}
-    (GPU_SIM / "hardware.json").write_text(json.dumps(hardware, indent=1))
-    write_pci_tree(GPU_SIM / "sys", gpus, off_bus)
+    (root / "hardware.json").write_text(json.dumps(hardware, indent=1))
+    write_pci_tree(root / "sys", gpus, off_bus)
     import nvidia
 
-    nvidia.install_driver(build(quiet=True).mocknvml / "libnvidia-ml.so.1", hardware)  # what NVML enumerates
+    if root == GPU_SIM:
+        nvidia.install_driver(build(quiet=True).mocknvml / "libnvidia-ml.so.1", hardware)  # what NVML enumerates
+    return hardware
 
 
 # ---------------------------------------------------------------- the PCI tree (sysfs)
@@ -630,13 +641,16 @@ def service_vip(ip: str, on: bool = True) -> None:
         sh("iptables", "-t", "nat", "-A", *VIP_RULE[2:], "--to-destination", f"{ip}:{PORTS['kube-apiserver']}")
 
 
-def start_node(bins: Bins, ip: str, kubectl: Kubectl, policy: str = "single-numa-node") -> None:
+def start_node(bins: Bins, ip: str, kubectl: Kubectl, policy: str = "single-numa-node") -> list[Path]:
+    """Starts the device-plugin node's containerd and kubelet; returns the image archives it imported."""
     service_vip(ip)
     start("containerd", ["containerd", "--config", str(containerd_config())])
     wait_for("containerd socket", lambda: ctr("version", check=False).returncode == 0, 30, "containerd")
-    import_images(build_images(bins))
+    archives = build_images(bins)
+    import_images(archives)
     write_hardware()
     start_kubelet(bins, ip, kubectl, policy)
+    return archives
 
 
 def start_kubelet(bins: Bins, ip: str, kubectl: Kubectl, policy: str) -> None:
@@ -648,7 +662,11 @@ def start_kubelet(bins: Bins, ip: str, kubectl: Kubectl, policy: str) -> None:
 
 
 def write_kubelet_config(ip: str, policy: str) -> None:
-    (STATE / "kubelet.yaml").write_text(json.dumps({
+    (STATE / "kubelet.yaml").write_text(json.dumps(kubelet_config(ip, policy), indent=1))
+
+
+def kubelet_config(ip: str, policy: str) -> dict:
+    return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                            "x509": {"clientCAFile": str(PKI / "ca.crt")}},
@@ -666,7 +684,7 @@ def write_kubelet_config(ip: str, policy: str) -> None:
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
                          "nodefs.inodesFree": "1%"},
         "nodeStatusUpdateFrequency": "5s",
-    }, indent=1))
+    }
 
 
 def node_ready(kubectl: Kubectl, name: str) -> bool:
@@ -896,6 +914,11 @@ def up() -> None:
         cleaned = clean_host_state()
         if cleaned:
             say("cleaned leftovers of an earlier run: " + ", ".join(cleaned))
+        import dranode
+
+        for c in dranode.stop_all():
+            say(f"stopped {c} left from an earlier run")
+        dranode.clean_host_state()
         if (STATE / "etcd").exists() and not (PKI / "done").exists():
             shutil.rmtree(STATE / "etcd")
     elif len(running) < len(COMPONENTS):
@@ -915,11 +938,16 @@ def up() -> None:
         stack = shapes.wanted_stack()
         write_state(profile=profile, layout=layout, base_profile=profile, base_layout=layout, base_stack=stack,
                     stack=shapes.stack_for(profile, stack))
-    start_node(bins, ip, kubectl, policy=read_state().get("topology_policy", "single-numa-node"))
+    archives = start_node(bins, ip, kubectl, policy=read_state().get("topology_policy", "single-numa-node"))
     if not read_state().get("fault"):
         deploy_plugin(kubectl)
         wait_plugin_registered(kubectl)
         deploy_operator(kubectl)
+    import dranode
+
+    if dranode.wanted():
+        write_state(dra=True)
+        dranode.start(bins, ip, kubectl, archives)
     start_kwok(bins, kubectl)
     mem = cluster_memory_mib()
     say(f"cluster up in {time.monotonic() - T0:.0f}s; processes use {mem} MiB RSS; "
@@ -927,7 +955,10 @@ def up() -> None:
 
 
 def down() -> None:
-    stopped = [c for c in reversed(COMPONENTS) if stop(c)]
+    import dranode
+
+    stopped = dranode.stop_all() + [c for c in reversed(COMPONENTS) if stop(c)]
+    dranode.clean_host_state()
     service_vip(node_ip(), on=False)
     cleaned = clean_host_state()
     if STATE.exists():

@@ -184,10 +184,12 @@ def selector(layout: str) -> str:
 
 def affinity() -> dict:
     # The chart's default nodeAffinity: any of NFD's NVIDIA PCI label or the operator's gpu.present
-    # (deployments/helm/nvidia-device-plugin/values.yaml); kwok nodes have no kubelet to register with.
+    # (deployments/helm/nvidia-device-plugin/values.yaml); kwok nodes have no kubelet to register with, and a node
+    # the GPU operator's deploy label keeps off the device plugin (the DRA node, dranode.py) gets none.
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": key, "operator": "In", "values": ["true"]},
-                              {"key": "type", "operator": "NotIn", "values": ["kwok"]}]}
+                              {"key": "type", "operator": "NotIn", "values": ["kwok"]},
+                              {"key": "nvidia.com/gpu.deploy.device-plugin", "operator": "NotIn", "values": ["false"]}]}
         for key in (NFD_NVIDIA, OPERATOR_PRESENT)]}}}
 
 

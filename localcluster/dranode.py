@@ -1,0 +1,246 @@
+"""The bed's DRA node: a second real kubelet (`gpu-node-dra`) whose GPUs a DRA driver serves, beside the device-plugin
+node, so one run certifies both allocation paths (issue 17, docs/dra-plan.md).
+
+It is a second host as far as Kubernetes can tell: its own containerd (2.x, built from its Go module: the kubelet
+passes DRA devices to the runtime only as CRI CDIDevices, which Debian's containerd 1.6 ignores), its own kubelet
+(port 10260, cgroup root /gpuconform-dra, no CPU manager) and its own mount namespace, in which the host paths a
+node's pods and drivers use are this node's: /var/lib/kubelet, /var/log/pods, /var/lib/gpu-sim (its simulated GPUs:
+hardware.json, device nodes, PCI tree) and /var/run/cdi are bind mounts of DRA_DIRS. Its GPUs are served by the
+simulated DRA driver (images/cmd/gpu-dra-driver, a DaemonSet as NVIDIA's DRA driver chart installs it), published
+under gpu.nvidia.com with NVIDIA's DeviceClass; its labels are the GPU operator's for a node on its DRA stack.
+
+Opt-in at start-up with GPUCONFORM_BED_DRA=1 (cluster.py up).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+
+import cluster
+from cluster import IMAGES, LOGS, PKI, STATE, BedError, Bins, Kubectl, say, sh
+
+NODE = "gpu-node-dra"
+GPUS = 2
+BASE = Path("/var/lib/gpuconform-dra")
+# host path in the node's mount namespace -> where its content lives on the host
+DRA_DIRS = {"/var/lib/kubelet": BASE / "kubelet", "/var/log/pods": BASE / "pods-logs",
+            str(cluster.GPU_SIM): BASE / "gpu-sim", "/run/cdi": BASE / "cdi"}
+CTRD_ROOT, CTRD_STATE = BASE / "containerd", Path("/run/gpuconform/containerd-dra")
+CTRD_SOCK = CTRD_STATE / "containerd.sock"
+KUBELET_PORT, HEALTHZ_PORT = 10260, 10258
+CGROUP_ROOT = "/gpuconform-dra"
+DRIVER_NS, DRIVER = "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu-kubelet-plugin"
+IMAGES_DRA = {"driver": "localhost/gpuconform/gpu-dra-driver:sim"}
+# The GPU operator's labels for a node on its DRA stack (NVIDIA/gpu-operator: the deploy labels its state manager
+# sets; docs/vendors.md), plus NFD's PCI label and GFD's presence label.
+LABELS = {"nvidia.com/gpu.present": "true", "feature.node.kubernetes.io/pci-10de.present": "true",
+          "nvidia.com/gpu.deploy.dra-driver": "true", "nvidia.com/gpu.deploy.device-plugin": "false"}
+
+
+def wanted() -> bool:
+    return os.environ.get("GPUCONFORM_BED_DRA", "") == "1" or bool(cluster.read_state().get("dra"))
+
+
+def ctr(*args: str, check: bool = True):
+    return sh("ctr", "--address", str(CTRD_SOCK), "--namespace", "k8s.io", *args, check=check)
+
+
+def containerd_config(bins: Bins) -> Path:
+    """containerd 2.x config (version 3): CRI with CDI from /var/run/cdi (the node's own, see DRA_DIRS), runc and
+    the `nvidia` handler (plain runc: on a DRA node the toolkit injects through CDI), the bed's CNI network."""
+    d = STATE / "containerd-dra"
+    d.mkdir(parents=True, exist_ok=True)
+    cfg = d / "config.toml"
+    runc = cluster.runc_binary()
+    cfg.write_text(f"""# containerd 2.x for the gpuconform bed's DRA node; see localcluster/dranode.py
+version = 3
+root = "{CTRD_ROOT}"
+state = "{CTRD_STATE}"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+                    "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.erofs",
+                    "io.containerd.internal.v1.tracing", "io.containerd.nri.v1.nri"]
+[grpc]
+  address = "{CTRD_SOCK}"
+[debug]
+  address = "{CTRD_STATE}/debug.sock"
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "{IMAGES['pause']}"
+[plugins."io.containerd.cri.v1.runtime"]
+  enable_cdi = true
+  cdi_spec_dirs = ["/var/run/cdi"]
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        {runc}
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.{cluster.NVIDIA_RUNTIME}]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.{cluster.NVIDIA_RUNTIME}.options]
+        SystemdCgroup = false
+        {runc}
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = "{STATE / 'containerd' / 'net.d'}"
+""")
+    return cfg
+
+
+def namespace_script(bins: Bins, cfg: Path) -> str:
+    """sh run by `unshare --mount`: this node's directories over the host paths, then containerd 2.x (whose shim
+    must be found first on PATH)."""
+    lines = ["set -e", "mount --make-rprivate /"]
+    for target, source in DRA_DIRS.items():
+        lines += [f"mkdir -p {shlex.quote(str(source))} {shlex.quote(target)}",
+                  f"mount --bind {shlex.quote(str(source))} {shlex.quote(target)}"]
+    lines.append(f"export PATH={shlex.quote(str(bins.containerd2))}:$PATH")
+    lines.append(f"exec {shlex.quote(str(bins.containerd2 / 'containerd'))} --config {shlex.quote(str(cfg))}")
+    return "\n".join(lines)
+
+
+def kubelet_config(ip: str) -> Path:
+    cfg = cluster.kubelet_config(ip, "none")
+    cfg.update({"containerRuntimeEndpoint": f"unix://{CTRD_SOCK}", "port": KUBELET_PORT, "healthzPort": HEALTHZ_PORT,
+                "cgroupRoot": CGROUP_ROOT, "cpuManagerPolicy": "none", "tlsCertFile": str(PKI / "kubelet-dra-serving.crt"),
+                "tlsPrivateKeyFile": str(PKI / "kubelet-dra-serving.key")})
+    cfg.pop("reservedSystemCPUs", None)
+    path = STATE / "kubelet-dra.yaml"
+    path.write_text(json.dumps(cfg, indent=1))
+    return path
+
+
+def driver_objects() -> list[dict]:
+    """NVIDIA's DRA driver as its chart installs the kubelet plugin (a DaemonSet on the operator's DRA-stack
+    nodes, privileged, with the kubelet's plugin directories and the CDI directory from the host), its RBAC, and
+    the DeviceClass gpu.nvidia.com (NVIDIA/k8s-dra-driver-gpu deployments/helm templates; docs/vendors.md)."""
+    labels = {"app.kubernetes.io/name": "nvidia-dra-driver-gpu", "app.kubernetes.io/component": "kubelet-plugin"}
+    host = {"plugins-registry": "/var/lib/kubelet/plugins_registry",
+            "plugins": "/var/lib/kubelet/plugins", "cdi": "/var/run/cdi", "gpu-sim": str(cluster.GPU_SIM)}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DRIVER_NS, "labels": {
+            "pod-security.kubernetes.io/enforce": "privileged"}}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": DRIVER, "namespace": DRIVER_NS}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": DRIVER},
+         "rules": [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
+                   {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch"]},
+                   {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": DRIVER},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": DRIVER},
+         "subjects": [{"kind": "ServiceAccount", "name": DRIVER, "namespace": DRIVER_NS}]},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+         "spec": {"selectors": [{"cel": {"expression":
+                  "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": DRIVER, "namespace": DRIVER_NS,
+                                                                    "labels": labels},
+         "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+             "serviceAccountName": DRIVER, "priorityClassName": "system-node-critical",
+             "nodeSelector": {"nvidia.com/gpu.deploy.dra-driver": "true"},
+             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+             "terminationGracePeriodSeconds": 5,
+             "containers": [{"name": "gpus", "image": IMAGES_DRA["driver"], "imagePullPolicy": "IfNotPresent",
+                             "command": ["/usr/bin/gpu-dra-driver"],
+                             "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                                     {"name": "GPU_SIM_DRA_FAULTS", "value": cluster.read_state().get("dra_faults", "")}],
+                             "securityContext": {"privileged": True},
+                             "volumeMounts": [{"name": n, "mountPath": p} for n, p in host.items()]}],
+             "volumes": [{"name": n, "hostPath": {"path": p, "type": "DirectoryOrCreate"}} for n, p in host.items()],
+         }}}},
+    ]
+
+
+def images(bins: Bins) -> list[Path]:
+    import imagebuild
+
+    img = imagebuild.Image(IMAGES_DRA["driver"], ["/usr/bin/gpu-dra-driver"],
+                           files=[("usr/bin/gpu-dra-driver", bins.images / "gpu-dra-driver")], labels=cluster.IMAGE_LABEL)
+    return [imagebuild.write_archive(img, STATE / "images" / "gpu-dra-driver_sim.tar")]
+
+
+def cgroup_root() -> None:
+    """The kubelet's cgroupRoot must exist in every hierarchy (cgroup v1 here); a new cpuset cgroup starts with no
+    CPUs or memory nodes, so it gets the root's."""
+    base = Path("/sys/fs/cgroup")
+    for hier in base.iterdir():
+        if hier.is_symlink() or not hier.is_dir():
+            continue
+        d = hier / CGROUP_ROOT.strip("/")
+        d.mkdir(exist_ok=True)
+        for f in ("cpuset.cpus", "cpuset.mems"):
+            if (hier / f).exists() and not (d / f).read_text().strip():
+                (d / f).write_text((hier / f).read_text())
+
+
+def start(bins: Bins, ip: str, kubectl: Kubectl, archives: list[Path]) -> None:
+    for source in DRA_DIRS.values():
+        source.mkdir(parents=True, exist_ok=True)
+    cgroup_root()
+    cluster.write_hardware(root=DRA_DIRS[str(cluster.GPU_SIM)], node=NODE, count=GPUS)
+    if not (PKI / "kubelet-dra.crt").exists():
+        cluster.issue_cert("kubelet-dra-serving", f"/CN={NODE}", f"DNS:{NODE},DNS:localhost,IP:127.0.0.1,IP:{ip}")
+        cluster.issue_cert("kubelet-dra", f"/O=system:nodes/CN=system:node:{NODE}", None)
+        cluster.write_kubeconfig(PKI / "kubelet-dra.kubeconfig", "kubelet-dra",
+                                 f"https://{ip}:{cluster.PORTS['kube-apiserver']}")
+    cfg = containerd_config(bins)
+    cluster.start("containerd-dra", ["unshare", "--mount", "sh", "-c", namespace_script(bins, cfg)])
+    cluster.wait_for("containerd-dra socket", lambda: ctr("version", check=False).returncode == 0, 30,
+                     "containerd-dra")
+    for a in archives + images(bins):
+        ctr("images", "import", str(a))
+    pid = cluster.pid_of("containerd-dra")
+    cluster.start("kubelet-dra", ["nsenter", f"--mount=/proc/{pid}/ns/mnt", "--", bins["kubelet"],
+                                  f"--config={kubelet_config(ip)}", f"--kubeconfig={PKI / 'kubelet-dra.kubeconfig'}",
+                                  f"--hostname-override={NODE}", f"--node-ip={ip}", "--v=1"])
+    cluster.wait_for(f"node {NODE} Ready", lambda: cluster.node_ready(kubectl, NODE), 120, "kubelet-dra")
+    kubectl("label", "node", NODE, "--overwrite", *(f"{k}={v}" for k, v in LABELS.items()))
+    kubectl.apply(*driver_objects())
+    cluster.wait_for(f"the DRA driver's ResourceSlice for {NODE}", lambda: slice_devices(kubectl) > 0, 90,
+                     "kubelet-dra")
+    say(f"DRA node {NODE} up: {slice_devices(kubectl)} device(s) published under gpu.nvidia.com")
+
+
+def slice_devices(kubectl: Kubectl) -> int:
+    out = kubectl.json("get", "resourceslices", "--field-selector", f"spec.nodeName={NODE}")
+    return sum(len((s.get("spec") or {}).get("devices") or []) for s in out.get("items", []))
+
+
+def clean_host_state() -> list[str]:
+    cleaned = []
+    for pid in sh("pgrep", "-f", f"containerd-shim.*{CTRD_SOCK}", check=False).stdout.split():
+        os.kill(int(pid), 9)
+        cleaned.append(f"containerd-dra shim pid {pid}")
+    base = Path("/sys/fs/cgroup")
+    removed = 0
+    if base.is_dir():
+        for hier in base.iterdir():
+            top = hier / CGROUP_ROOT.strip("/")
+            if top.is_dir():
+                for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]:
+                    try:
+                        d.rmdir()
+                        removed += 1
+                    except OSError:
+                        pass
+    if removed:
+        cleaned.append(f"{removed} DRA-node cgroups")
+    for d in (BASE, CTRD_STATE):
+        if d.exists():
+            sh("rm", "-rf", "--one-file-system", str(d), check=False)
+            cleaned.append(str(d))
+    return cleaned
+
+
+def stop_all() -> list[str]:
+    return [c for c in ("kubelet-dra", "containerd-dra") if cluster.stop(c)]
+
+
+def log_hint() -> str:
+    return f"{LOGS / 'kubelet-dra.log'}, {LOGS / 'containerd-dra.log'}"
+
+
+__all__ = ["NODE", "wanted", "start", "clean_host_state", "stop_all", "BedError"]

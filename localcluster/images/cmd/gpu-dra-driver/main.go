@@ -1,0 +1,192 @@
+// Command gpu-dra-driver is a DRA kubelet plugin for the simulated GPUs of a test-bed node, built on
+// k8s.io/dynamic-resource-allocation's kubeletplugin helper as upstream's test driver is
+// (kubernetes test/e2e/dra/test-driver/app/kubeletplugin.go): it publishes one pool named after the node under
+// the driver gpu.nvidia.com from $GPU_SIM_ROOT/hardware.json, registers with the kubelet, and on
+// NodePrepareResources writes a CDI spec per claim that injects the allocated GPUs (internal/dra). Faults for
+// the bed's DRA rows come from $GPU_SIM_DRA_FAULTS. SIGTERM/SIGINT stop it (exit 0).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"gpuconform.local/images/internal/dra"
+	"gpuconform.local/images/internal/hw"
+)
+
+var logger = log.New(os.Stderr, "gpu-dra-driver: ", log.LUTC|log.Ldate|log.Ltime|log.Lmicroseconds|log.Lmsgprefix)
+
+type driver struct {
+	root   string
+	cdiDir string
+	faults dra.Faults
+	hw     *hw.Hardware
+	cancel context.CancelFunc
+	mu     sync.Mutex
+}
+
+func main() {
+	registrar := flag.String("registrar-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory (host path, mounted at the same path)")
+	pluginDir := flag.String("plugin-dir", "/var/lib/kubelet/plugins/"+dra.DriverName, "this driver's socket directory (host path, mounted at the same path)")
+	cdiDir := flag.String("cdi-dir", "/var/run/cdi", "where CDI specs are written for the container runtime")
+	terminationLog := flag.String("termination-log", "/dev/termination-log", "file the fatal message is written to")
+	flag.Parse()
+	fatal := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		logger.Printf("FATAL: %s", msg)
+		_ = os.WriteFile(*terminationLog, []byte(msg+"\n"), 0o644)
+		os.Exit(1)
+	}
+
+	node := os.Getenv("NODE_NAME")
+	if node == "" {
+		fatal("NODE_NAME is not set (the DaemonSet passes spec.nodeName)")
+	}
+	faults, err := dra.ParseFaults(os.Getenv("GPU_SIM_DRA_FAULTS"))
+	if err != nil {
+		fatal("%v", err)
+	}
+	root := hw.Root()
+	h, err := hw.Load(hw.HardwarePath(root))
+	if err != nil {
+		fatal("%v", err)
+	}
+	logger.Printf("node %q, GPU_SIM_ROOT=%s, %d GPU(s), faults %+v", node, root, len(h.GPUs), faults)
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		fatal("in-cluster config: %v", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		fatal("client: %v", err)
+	}
+	for _, d := range []string{*pluginDir, *cdiDir, filepath.Join(root, "run")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			fatal("%v", err)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	d := &driver{root: root, cdiDir: *cdiDir, faults: faults, hw: h, cancel: cancel}
+	helper, err := kubeletplugin.Start(ctx, d,
+		kubeletplugin.DriverName(dra.DriverName), kubeletplugin.NodeName(node), kubeletplugin.KubeClient(client),
+		kubeletplugin.RegistrarDirectoryPath(*registrar), kubeletplugin.PluginDataDirectoryPath(*pluginDir),
+		kubeletplugin.RegistrationService(!faults.NoRegister), kubeletplugin.HealthService(false))
+	if err != nil {
+		fatal("start kubelet plugin: %v", err)
+	}
+	defer helper.Stop()
+	pool := resourceslice.Pool{Slices: []resourceslice.Slice{{Devices: dra.Devices(h, faults)}}}
+	if err := helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{node: pool}}); err != nil {
+		fatal("publish resources: %v", err)
+	}
+	logger.Printf("published pool %q with %d device(s); registration with the kubelet %v", node,
+		len(pool.Slices[0].Devices), !faults.NoRegister)
+	<-ctx.Done()
+	logger.Printf("exiting")
+}
+
+// PrepareResourceClaims writes each claim's CDI spec and returns its CDI device IDs.
+func (d *driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, c := range claims {
+		out[c.UID] = d.prepare(c)
+	}
+	return out, nil
+}
+
+func (d *driver) prepare(c *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
+	ref := c.Namespace + "/" + c.Name
+	if d.faults.PrepareFails {
+		logger.Printf("prepare %s: prepare-fails fault", ref)
+		return kubeletplugin.PrepareResult{Err: fmt.Errorf("simulated failure preparing %s: failed to initialize NVML: Unknown Error", ref)}
+	}
+	if c.Status.Allocation == nil {
+		return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s is not allocated", ref)}
+	}
+	gpus := map[string]hw.GPU{}
+	var devices []kubeletplugin.Device
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.Driver != dra.DriverName {
+			continue
+		}
+		g, ok := dra.Lookup(d.hw, r.Device, d.faults)
+		if !ok {
+			return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s: device %q is not on this node", ref, r.Device)}
+		}
+		if err := d.writeInfo(g); err != nil {
+			return kubeletplugin.PrepareResult{Err: err}
+		}
+		gpus[r.Device] = g
+		devices = append(devices, kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool,
+			DeviceName: r.Device, CDIDeviceIDs: []string{dra.CDIKind + "=" + dra.CDIName(string(c.UID), r.Device)}})
+	}
+	path := dra.CDIFile(d.cdiDir, string(c.UID))
+	if err := writeAtomically(path, dra.CDISpec(d.root, string(c.UID), gpus)); err != nil {
+		return kubeletplugin.PrepareResult{Err: err}
+	}
+	logger.Printf("prepared %s (%s): %d device(s), CDI spec %s", ref, c.UID, len(devices), path)
+	return kubeletplugin.PrepareResult{Devices: devices}
+}
+
+func (d *driver) writeInfo(g hw.GPU) error {
+	g.MIGDevices = nil
+	info := hw.DeviceInfo{GPU: g, DriverVersion: d.hw.DriverVersion, CUDAVersion: d.hw.CUDAVersion}
+	return writeAtomically(hw.InfoPath(d.root, g.UUID), hw.MarshalDeviceInfo(info))
+}
+
+// UnprepareResourceClaims removes each claim's CDI spec (idempotent: a missing file is no error).
+func (d *driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[types.UID]error, len(claims))
+	for _, c := range claims {
+		err := os.Remove(dra.CDIFile(d.cdiDir, string(c.UID)))
+		if errors.Is(err, os.ErrNotExist) {
+			err = nil
+		}
+		out[c.UID] = err
+		logger.Printf("unprepared %s (%s)", c.String(), c.UID)
+	}
+	return out, nil
+}
+
+// HandleError logs background errors (publishing slices) and stops on those that retrying cannot fix.
+func (d *driver) HandleError(_ context.Context, err error, msg string) {
+	logger.Printf("%s: %v", msg, err)
+	if !errors.Is(err, kubeletplugin.ErrRecoverable) {
+		d.cancel()
+	}
+}
+
+// WatchHealthStatus: the health service is off (kubeletplugin.HealthService(false)).
+func (d *driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
+	return kubeletplugin.ErrHealthNotSupported
+}
+
+func writeAtomically(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,181 @@
+// Package dra is the simulated DRA GPU driver's pure part: the ResourceSlice devices it publishes for the
+// simulated hardware, and the CDI spec that injects a prepared claim's devices. Both follow NVIDIA's DRA driver
+// (NVIDIA/k8s-dra-driver cmd/nvidia-dra-plugin/deviceinfo.go GetDevice and cdi.go; docs/vendors.md): devices
+// named gpu-<index>, attributes type/uuid/minor/index/productName/brand/architecture and the version
+// attributes, capacity memory. Injection is what the device plugin's Allocate makes the runtime add on the
+// other path (the GPU's /dev/nvidia<minor> node and its info file under /run/gpu-sim), so the bed's nvidia-smi
+// and vectoradd see a claim's devices exactly as a device plugin's.
+package dra
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"gpuconform.local/images/internal/hw"
+)
+
+// DriverName is NVIDIA's DRA driver name for GPUs (its DeviceClass gpu.nvidia.com selects on it).
+const DriverName = "gpu.nvidia.com"
+
+// CDIKind is the CDI vendor/class of the specs written on prepare: "<vendor>/<class>" (CDI spec 0.6).
+const CDIKind = "k8s.gpu.nvidia.com/claim"
+
+// Faults are the driver's knobs for the bed's DRA fault rows (localcluster/faults.py); all off by default.
+type Faults struct {
+	OmitLastDevice bool // publish every GPU but the last: the slice does not equal the hardware
+	ExtraDevice    bool // publish a device the hardware lacks
+	NoRegister     bool // publish slices but never register with the kubelet
+	PrepareFails   bool // NodePrepareResources fails for every claim
+	WrongDevice    bool // inject the next GPU instead of the allocated one
+}
+
+// ParseFaults reads a comma-separated list of fault names (GPU_SIM_DRA_FAULTS); unknown names are an error.
+func ParseFaults(s string) (Faults, error) {
+	var f Faults
+	known := map[string]*bool{"omit-last-device": &f.OmitLastDevice, "extra-device": &f.ExtraDevice,
+		"no-register": &f.NoRegister, "prepare-fails": &f.PrepareFails, "wrong-device": &f.WrongDevice}
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		p, ok := known[name]
+		if !ok {
+			names := make([]string, 0, len(known))
+			for k := range known {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			return Faults{}, fmt.Errorf("unknown DRA fault %q (known: %s)", name, strings.Join(names, ", "))
+		}
+		*p = true
+	}
+	return f, nil
+}
+
+// DeviceName is NVIDIA's canonical name of a whole GPU in its pool.
+func DeviceName(g hw.GPU) string { return fmt.Sprintf("gpu-%d", g.Index) }
+
+func str(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }
+func num(n int) resourceapi.DeviceAttribute {
+	v := int64(n)
+	return resourceapi.DeviceAttribute{IntValue: &v}
+}
+func ver(s string) resourceapi.DeviceAttribute {
+	// DRA version attributes are semantic versions; the driver's "570.86.15" is one, CUDA's "12.8" is not.
+	if strings.Count(s, ".") == 1 {
+		s += ".0"
+	}
+	return resourceapi.DeviceAttribute{VersionValue: &s}
+}
+
+// Devices returns the pool's devices for the hardware: one per whole GPU (MIG devices are not published by this
+// simulated driver; a GPU in MIG mode is published whole), with the faults' changes.
+func Devices(h *hw.Hardware, f Faults) []resourceapi.Device {
+	gpus := append([]hw.GPU(nil), h.GPUs...)
+	if f.OmitLastDevice && len(gpus) > 0 {
+		gpus = gpus[:len(gpus)-1]
+	}
+	if f.ExtraDevice {
+		next := 0
+		for _, g := range h.GPUs {
+			if g.Index >= next {
+				next = g.Index + 1
+			}
+		}
+		gpus = append(gpus, hw.GPU{Index: next, UUID: hw.PhantomUUID(0), Name: "NVIDIA A100-SXM4-40GB",
+			MemoryTotalMiB: 40960, Minor: next})
+	}
+	out := make([]resourceapi.Device, 0, len(gpus))
+	for _, g := range gpus {
+		out = append(out, resourceapi.Device{
+			Name: DeviceName(g),
+			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				"type": str("gpu"), "uuid": str(g.UUID), "minor": num(g.Minor), "index": num(g.Index),
+				"productName": str(g.Name), "brand": str("Nvidia"), "architecture": str("Ampere"),
+				"cudaComputeCapability": ver("8.0"), "driverVersion": ver(h.DriverVersion),
+				"cudaDriverVersion": ver(h.CUDAVersion),
+			},
+			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+				"memory": {Value: *resource.NewQuantity(int64(g.MemoryTotalMiB)<<20, resource.BinarySI)},
+			},
+		})
+	}
+	return out
+}
+
+// Lookup finds the GPU a device name stands for; with the wrong-device fault, the next GPU in the hardware.
+func Lookup(h *hw.Hardware, device string, f Faults) (hw.GPU, bool) {
+	for i, g := range h.GPUs {
+		if DeviceName(g) == device {
+			if f.WrongDevice && len(h.GPUs) > 1 {
+				return h.GPUs[(i+1)%len(h.GPUs)], true
+			}
+			return g, true
+		}
+	}
+	return hw.GPU{}, false
+}
+
+// CDI spec, version 0.6.0 (tags.cncf.io/container-device-interface specs-go), only the fields used here.
+type cdiSpec struct {
+	Version string      `json:"cdiVersion"`
+	Kind    string      `json:"kind"`
+	Devices []cdiDevice `json:"devices"`
+}
+type cdiDevice struct {
+	Name  string   `json:"name"`
+	Edits cdiEdits `json:"containerEdits"`
+}
+type cdiEdits struct {
+	Env         []string        `json:"env,omitempty"`
+	DeviceNodes []cdiDeviceNode `json:"deviceNodes,omitempty"`
+	Mounts      []cdiMount      `json:"mounts,omitempty"`
+}
+type cdiDeviceNode struct {
+	Path        string `json:"path"`
+	HostPath    string `json:"hostPath,omitempty"`
+	Permissions string `json:"permissions,omitempty"`
+}
+type cdiMount struct {
+	HostPath      string   `json:"hostPath"`
+	ContainerPath string   `json:"containerPath"`
+	Options       []string `json:"options,omitempty"`
+}
+
+// CDIName is the unique CDI device name for one device of one claim (a claim UID is never reused, so runtimes
+// that cache specs never hit a stale one: kubeletplugin.DRAPlugin's advice).
+func CDIName(claimUID, device string) string { return claimUID + "-" + device }
+
+// CDISpec returns the spec file's content for a claim's devices, keyed by device name: per device the GPU's
+// device node (from the sim root's node, which carries NVIDIA's major 195) and its info file, read-only, and
+// NVIDIA_VISIBLE_DEVICES with the UUID, as NVIDIA's CDI specs set it.
+func CDISpec(root, claimUID string, gpus map[string]hw.GPU) []byte {
+	names := make([]string, 0, len(gpus))
+	for n := range gpus {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	spec := cdiSpec{Version: "0.6.0", Kind: CDIKind}
+	for _, n := range names {
+		g := gpus[n]
+		spec.Devices = append(spec.Devices, cdiDevice{Name: CDIName(claimUID, n), Edits: cdiEdits{
+			Env:         []string{"NVIDIA_VISIBLE_DEVICES=" + g.UUID},
+			DeviceNodes: []cdiDeviceNode{{Path: hw.ContainerDevPath(g.Minor), HostPath: hw.DevNodePath(root, g.Minor), Permissions: "rw"}},
+			Mounts: []cdiMount{{HostPath: hw.InfoPath(root, g.UUID), ContainerPath: hw.ContainerInfoPath(g.UUID),
+				Options: []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}}},
+		}})
+	}
+	b, _ := json.MarshalIndent(spec, "", "  ") // plain structs: cannot fail
+	return append(b, '\n')
+}
+
+// CDIFile is the spec file of one claim in the CDI directory.
+func CDIFile(cdiDir, claimUID string) string {
+	return strings.TrimRight(cdiDir, "/") + "/gpuconform-sim-" + claimUID + ".json"
+}
