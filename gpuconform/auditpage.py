@@ -97,7 +97,7 @@ def _natural(name: str) -> list:
 
 
 def _not_checked(r: dict) -> bool:
-    return r.get("outcome") == "skipped" and r.get("reason") == reasons.NOT_CHECKED
+    return r.get("outcome") == "skipped" and reasons.is_not_checked(r.get("reason"))
 
 
 def _rank(rs: list[dict]) -> int:

@@ -18,12 +18,13 @@ class Check:
     exclusive: str | None = None
     # The CNCF Kubernetes AI Conformance requirements it gives evidence for (AI_CONFORMANCE ids)
     ai_conformance: tuple[str, ...] = ()
+    # Made on DRA nodes too (through ResourceClaims; docs/dra.md); elsewhere NOTCHECKED-DRA-PATH there
+    dra: bool = False
 
 
 # The requirement ids of the CNCF Kubernetes AI Conformance checklist (cncf/k8s-ai-conformance
 # docs/AIConformance-1.35.md, "Accelerators" and "Security"; docs/AIConformance-1.37.yaml keeps the last three):
-# an auditor files a check's result as evidence for these. `dra_support` needs the DRA path (issue 17): no check
-# gives evidence for it yet.
+# an auditor files a check's result as evidence for these. `dra_support`: the checks made on DRA nodes too.
 DRIVER_RUNTIME, SHARING, SECURE_ACCESS, DRA = ("driver_runtime_management", "gpu_sharing",
                                                "secure_accelerator_access", "dra_support")
 AI_CONFORMANCE = (DRIVER_RUNTIME, SHARING, SECURE_ACCESS, DRA)
@@ -32,27 +33,27 @@ AI_CONFORMANCE = (DRIVER_RUNTIME, SHARING, SECURE_ACCESS, DRA)
 CHECKS = (
     Check("test_plugin_pod_is_ready_and_not_crash_looping", "every GPU node runs a Ready device-plugin pod that is "
           "not crash-looping (restarts within plugin.maxRestarts).",
-          ai_conformance=(DRIVER_RUNTIME,)),
+          ai_conformance=(DRIVER_RUNTIME, DRA), dra=True),
     Check("test_gpu_resource_is_in_node_capacity", "a GPU node's capacity and allocatable list each of its GPU "
           "resources with a non-zero count.",
-          ai_conformance=(DRIVER_RUNTIME,)),
+          ai_conformance=(DRIVER_RUNTIME, DRA), dra=True),
     Check("test_kubelet_counts_the_plugin_registration", "the kubelet's kubelet_device_plugin_registration_total "
           "for each of the node's GPU resources is at least 1.", start_counters=True,
           ai_conformance=(DRIVER_RUNTIME,)),
     Check("test_plugin_socket_exists_in_device_plugins_dir", "the plugin serves one socket per resource in "
           "/var/lib/kubelet/device-plugins.",
-          ai_conformance=(DRIVER_RUNTIME,)),
+          ai_conformance=(DRIVER_RUNTIME, DRA), dra=True),
     Check("test_gpu_operator_validation_passed_on_the_node", "the GPU operator's validator pod on the node is Ready.",
-          ai_conformance=(DRIVER_RUNTIME,)),
+          ai_conformance=(DRIVER_RUNTIME, DRA), dra=True),
     Check("test_advertised_gpus_match_the_hardware", "the node advertises count x max(replicas, 1) of its resource, "
           "as its labels say.",
           ai_conformance=(DRIVER_RUNTIME, SHARING)),
     Check("test_advertised_gpus_match_the_pci_hardware", "the GPUs on the node's PCI bus match its labels and what "
           "it advertises, and the kubelet's allocatable list agrees.",
-          ai_conformance=(DRIVER_RUNTIME,)),
+          ai_conformance=(DRIVER_RUNTIME, DRA), dra=True),
     Check("test_vector_add_succeeds_through_the_plugin", "a CUDA vector-add pod requesting one GPU runs to Test "
           "PASSED.",
-          ai_conformance=(DRIVER_RUNTIME,)),
+          ai_conformance=(DRIVER_RUNTIME, DRA), dra=True),
     Check("test_pods_see_exactly_the_gpus_they_request", "a pod sees exactly the GPUs it requested, no more.",
           ai_conformance=(SECURE_ACCESS,)),
     Check("test_kubelet_assigned_devices_match_what_the_pod_sees", "the devices the kubelet assigned to a container "

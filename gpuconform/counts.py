@@ -510,3 +510,12 @@ def unhealthy_from_log(log: str) -> list[str]:
                 if m not in found:
                     found.append(m)
     return found
+
+
+def free_by_claims(published: int, pods_on_node: list[dict]) -> int:
+    """A DRA node's free devices, estimated without reading claims: the devices its driver publishes less one per
+    ResourceClaim entry of its non-terminal pods (a claim of another driver, or of several devices, makes this an
+    estimate; the scheduler's allocation decides)."""
+    held = sum(len((p.get("spec") or {}).get("resourceClaims") or []) for p in pods_on_node
+               if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+    return max(published - held, 0)

@@ -32,27 +32,35 @@ def _controller(pod: dict) -> dict:
     return next((r for r in refs if r.get("controller")), {})
 
 
-def device_plugin_mounts(pod: dict) -> list[str]:
-    """Host paths of hostPath volumes that a container mounts and that are a kubelet device-plugins directory."""
+# The kubelet directory whose hostPath mount marks a plugin pod: a device plugin serves its socket in
+# device-plugins; a DRA driver's kubelet plugin registers through plugins_registry (kubernetes v1.37.2
+# pkg/kubelet/pluginmanager; k8s.io/dynamic-resource-allocation kubeletplugin RegistrarDirectoryPath), as NVIDIA's
+# DRA driver chart mounts it (docs/vendors.md).
+DEVICE_PLUGINS_DIR, PLUGINS_REGISTRY_DIR = "/device-plugins", "/plugins_registry"
+
+
+def device_plugin_mounts(pod: dict, suffix: str = DEVICE_PLUGINS_DIR) -> list[str]:
+    """Host paths of hostPath volumes that a container mounts and that are a kubelet device-plugins directory (or,
+    with `suffix`, another kubelet plugin directory)."""
     vols = {v.get("name"): (v.get("hostPath") or {}).get("path", "") for v in pod.get("spec", {}).get("volumes") or []
             if v.get("hostPath")}
     out = []
     for c in (pod.get("spec", {}).get("containers") or []) + (pod.get("spec", {}).get("initContainers") or []):
         for m in c.get("volumeMounts") or []:
             path = vols.get(m.get("name"), "")
-            if path.rstrip("/").endswith("/device-plugins") and path not in out:
+            if path.rstrip("/").endswith(suffix) and path not in out:
                 out.append(path)
     return out
 
 
-def does_the_job(pod: dict) -> str:
-    """'' when the pod does a device plugin's job (a DaemonSet's pod mounting the device-plugins directory), else
-    what it lacks, for the look-alike list."""
+def does_the_job(pod: dict, suffix: str = DEVICE_PLUGINS_DIR) -> str:
+    """'' when the pod does a device plugin's job (a DaemonSet's pod mounting the device-plugins directory; with
+    `suffix` PLUGINS_REGISTRY_DIR a DRA kubelet plugin's), else what it lacks, for the look-alike list."""
     lacks = []
     if _controller(pod).get("kind") != "DaemonSet":
         lacks.append("no DaemonSet owner")
-    if not device_plugin_mounts(pod):
-        lacks.append("no device-plugins hostPath mount")
+    if not device_plugin_mounts(pod, suffix):
+        lacks.append(f"no {suffix.strip('/')} hostPath mount")
     return ", ".join(lacks)
 
 
@@ -88,15 +96,21 @@ def _name(p: dict) -> str:
     return f"{p['metadata'].get('namespace')}/{p['metadata']['name']}"
 
 
-def find_plugin_pods(pods_on_node: list[dict], vendor: str, namespace: str = "", selector: str = "") -> Found:
+def find_plugin_pods(pods_on_node: list[dict], vendor: str, namespace: str = "", selector: str = "",
+                     dra: bool = False) -> Found:
     """The plugin pods among the pods bound to one node: those doing a plugin's job (does_the_job), in
-    `namespace` when set (plugin.namespace), among the `selector` selection when set (plugin.selector)."""
+    `namespace` when set (plugin.namespace), among the `selector` selection when set (plugin.selector). `dra`: the
+    node's GPUs are served by a DRA driver, whose kubelet-plugin pods are the plugin there (plugin.namespace and
+    plugin.selector name the device plugin and are not applied)."""
+    suffix = PLUGINS_REGISTRY_DIR if dra else DEVICE_PLUGINS_DIR
+    if dra:
+        namespace = selector = ""
     plugins, companions, look_alikes, why = [], [], [], []
     layouts = set()
     for p in pods_on_node:
         lay = layout_of(p, vendor)
         picked = matches(p.get("metadata", {}).get("labels") or {}, selector) if selector else bool(lay)
-        lacks = does_the_job(p)
+        lacks = does_the_job(p, suffix)
         if not picked and lacks:
             continue  # neither looks like the plugin nor does its job: an ordinary pod
         if selector and not picked:
@@ -122,10 +136,10 @@ def find_plugin_pods(pods_on_node: list[dict], vendor: str, namespace: str = "",
             how.append("labels " + ",".join(f"{k}={v}" for k, v in lay.labels.items()) + f" ({lay.name} layout)")
         else:
             layouts.add("generic")
-        how.append(f"mounts {device_plugin_mounts(p)[0]}")
+        how.append(f"mounts {device_plugin_mounts(p, suffix)[0]}")
         why.append(f"{_name(p)} (DaemonSet {owner.get('name', '-')}): " + ", ".join(how))
     layout = ", ".join(sorted(layouts)) if layouts else "none"
     where = f" in namespace {namespace}" if namespace else ""
     among = f" among the pods matching plugin.selector {selector!r}" if selector else ""
     return Found(plugins, layout, "; ".join(why) if why else f"no pod on the node{where}{among} is owned by a "
-                 "DaemonSet and mounts a device-plugins directory", companions, look_alikes)
+                 f"DaemonSet and mounts a {suffix.strip('/')} directory", companions, look_alikes)

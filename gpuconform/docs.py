@@ -167,7 +167,8 @@ def reason_reference() -> str:
     lines += ["", f"## All {len(REASONS)} codes", "",
               "| code | class | what it means | what to do | alias until the next release |", "|---|---|---|---|---|"]
     for r in REASONS.values():
-        lines.append(f"| `{r.code}` | {r.klass} | {_prose(r.title)} | {_prose(r.hint)} | `{r.alias}` |")
+        alias = f"`{r.alias}`" if r.alias else "-"
+        lines.append(f"| `{r.code}` | {r.klass} | {_prose(r.title)} | {_prose(r.hint)} | {alias} |")
     return "\n".join(lines) + "\n"
 
 

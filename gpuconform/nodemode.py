@@ -35,8 +35,9 @@ class NodeMode:
 
     @property
     def certified_here(self) -> bool:
-        """Whether this suite certifies the node (its GPUs come from a container device plugin)."""
-        return self.path == DEVICE_PLUGIN
+        """Whether this suite certifies the node: its GPUs come from a container device plugin or a DRA driver
+        (a DRA driver behind an extended resource name is not checked yet)."""
+        return self.path in (DEVICE_PLUGIN, DRA)
 
     def to_dict(self) -> dict[str, str]:
         return {"path": self.path, "reason": self.reason, "evidence": self.evidence}

@@ -48,6 +48,10 @@ class GpuNode:
     taints: tuple[str, ...]
     resource: str = "nvidia.com/gpu"  # what the workload checks request on this node (its own GPU resource)
     pool: str = ""  # the node's shape as understood from its labels, for the report
+    path: str = nodemode.DEVICE_PLUGIN  # its allocation path (gpuconform/nodemode.py)
+    # On the DRA path: the GPU DRA driver and the DeviceClass the checks' claims name (the vendor's GPU class)
+    dra_driver: str = ""
+    device_class: str = ""
 
     @property
     def usable(self) -> bool:
@@ -139,14 +143,18 @@ def select_nodes(all_nodes: list[dict], slices: list[dict], vendor: str, selecto
     return certify, sorted(left, key=lambda x: x.name)
 
 
-def path_tally(certified: int, left_out: list[LeftOut]) -> str:
+def path_tally(certified: list[str], left_out: list[LeftOut]) -> str:
     """Each allocation path and how many GPU nodes take it, for the report header: "device-plugin 3 (certified
-    here), dra 2"; nodes left out by selection are not counted (their path was not decided)."""
-    counts: dict[str, int] = {nodemode.DEVICE_PLUGIN: certified}
+    here), dra 1 (certified here), dra-extended-resource 2"; `certified` are the paths of the nodes this run
+    judges; nodes left out by selection are not counted (their path was not decided)."""
+    counts: dict[str, int] = {nodemode.DEVICE_PLUGIN: 0}
+    here: set[str] = set(certified) | {nodemode.DEVICE_PLUGIN}
+    for p in certified:
+        counts[p] = counts.get(p, 0) + 1
     for x in left_out:
         if x.why == NOT_APPLICABLE and x.path:
             counts[x.path] = counts.get(x.path, 0) + 1
-    return ", ".join(f"{p} {n}" + (" (certified here)" if p == nodemode.DEVICE_PLUGIN else "")
+    return ", ".join(f"{p} {n}" + (" (certified here)" if p in here else "")
                      for p, n in counts.items() if n or p == nodemode.DEVICE_PLUGIN)
 
 

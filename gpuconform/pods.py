@@ -59,20 +59,40 @@ def labels(run_id: str, check: str) -> dict[str, str]:
     return {PART_OF: SUITE, RUN_LABEL: run_id, CHECK_LABEL: check}
 
 
+CLAIM = "gpus"  # the pod's resourceClaims entry (and the container's resources.claims) on the DRA path
+
+
+def claim_template_name(device_class: str, count: int) -> str:
+    return f"gpuconform-{count}x-" + "".join(ch if ch.isalnum() else "-" for ch in device_class.lower())[:40].strip("-")
+
+
+def claim_template(name: str, namespace: str, run_id: str, device_class: str, count: int) -> dict:
+    """A ResourceClaimTemplate (resource.k8s.io/v1) for `count` devices of `device_class`: what a DRA node's checks
+    request instead of an extended resource (one request, `exactly` a count; KEP-4381 structured parameters)."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": namespace, "labels": {PART_OF: SUITE, RUN_LABEL: run_id}},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount",
+                                            "count": count}}]}}}}
+
+
 def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Config | dict, *, image: str,
         gpus: int, resource: str = "", command: list[str] | None = None, guaranteed_cpus: int = 0,
         deadline: float = POD_ACTIVE_DEADLINE_S, container: str = "probe", env: dict[str, str] | None = None,
-        best_effort: bool = False) -> dict:
+        best_effort: bool = False, claim_template: str = "") -> dict:
     """A short-lived test pod pinned to `node` through the scheduler (nodeSelector, so scheduling is measured).
     `resource` is the node's own GPU resource (nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-1g.10gb, ...).
     It names the configured `runtimeClassName` (the runtime that injects GPUs on many clusters), GPU or not: where
     the NVIDIA runtime is the default, every pod runs under it, and isolation is judged as workloads meet it.
     `best_effort`: no CPU or memory request (pods that sit beside the others, holding nothing a Guaranteed probe
-    needs: the run-long pod, the host readers)."""
+    needs: the run-long pod, the host readers). `claim_template`: on a DRA node the GPUs come from a
+    ResourceClaim made from this template (the pod's own claim), not from `resource`."""
     cfg = view(cfg)
     res: dict = {}
     limits: dict = {}
-    if gpus:
+    if gpus and claim_template:
+        res["claims"] = [{"name": CLAIM}]
+    elif gpus:
         if not resource:
             raise ValueError(f"pod {name}: {gpus} GPU(s) requested without naming the node's GPU resource")
         limits[resource] = str(gpus)
@@ -100,6 +120,8 @@ def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Conf
         "securityContext": RESTRICTED_POD,
         "containers": [ctr],
     }
+    if gpus and claim_template:
+        spec["resourceClaims"] = [{"name": CLAIM, "resourceClaimTemplateName": claim_template}]
     if cfg.get("runtimeClassName"):
         spec["runtimeClassName"] = cfg.get("runtimeClassName")
     if cfg.get("images.pullSecrets"):
@@ -113,12 +135,13 @@ ROUND = "round"  # the section that starts each round of a repeating probe (the 
 
 def probe_pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Config | dict, gpus: int,
               guaranteed_cpus: int = 0, deadline: float = POD_ACTIVE_DEADLINE_S, resource: str = "",
-              env: dict[str, str] | None = None, hold_s: int = 0, best_effort: bool = False) -> dict:
+              env: dict[str, str] | None = None, hold_s: int = 0, best_effort: bool = False,
+              claim_template: str = "") -> dict:
     """The probe: prints PROBE_SCRIPT's sections, then (hold_s) sleeps holding its devices."""
     script = PROBE_SCRIPT + (f"\nsleep {hold_s}" if hold_s else "")
     return pod(name, namespace, run_id, check, node, cfg, image=view(cfg).get("images.probe"), gpus=gpus,
                resource=resource, command=["sh", "-c", script], guaranteed_cpus=guaranteed_cpus,
-               deadline=deadline, env=env, best_effort=best_effort)
+               deadline=deadline, env=env, best_effort=best_effort, claim_template=claim_template)
 
 
 # The run-long pod's view of its own heartbeat annotation: a downwardAPI volume file, which the kubelet rewrites
@@ -170,10 +193,11 @@ def is_run_long(p: dict, run_id: str) -> bool:
 
 
 def vector_add_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict, deadline: float,
-                   resource: str) -> dict:
+                   resource: str, claim_template: str = "") -> dict:
     """The CUDA sample with its own default command, so any vectoradd image can be substituted."""
     return pod(name, namespace, run_id, "vector-add", node, cfg, image=view(cfg).get("images.vectorAdd"), gpus=1,
-               resource=resource, deadline=deadline, container="vectoradd")
+               resource=resource, deadline=deadline, container="vectoradd",
+               claim_template=claim_template)
 
 
 # The host readers' pod securityContext. seccomp RuntimeDefault is kept (Pod Security `privileged` does not ask
@@ -214,15 +238,19 @@ def _kubelet_dir(cfg: Config) -> str:
 
 
 def socket_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict,
-                     deadline: float) -> dict:
-    """Privileged-namespace probe listing the kubelet's device-plugins dir through a read-only hostPath. Runs as
+                     deadline: float, kubelet_subdir: str = "device-plugins") -> dict:
+    """Privileged-namespace probe listing the kubelet's device-plugins dir (or `kubelet_subdir`: plugins_registry on
+    a DRA node) through a read-only hostPath. Runs as
     a non-root user: listing a directory needs its r and x bits for others, which the kubelet's 0755 directory
     has; and a non-root process cannot connect() to the root-owned sockets in it (connect needs write permission
     on the socket file, unix(7)), so this probe cannot talk to the kubelet's Registration service or a plugin."""
     cfg = view(cfg)
     p = pod(name, namespace, run_id, "plugin-socket", node, cfg, image=cfg.get("images.probe"), gpus=0,
-            command=["sh", "-c", "ls -la /device-plugins/"], deadline=deadline, best_effort=True)
-    return _host_reader(p, {"dp": (_kubelet_dir(cfg) + "/device-plugins", "/device-plugins")})
+            command=["sh", "-c", f"ls -la /{kubelet_subdir}/"], deadline=deadline, best_effort=True)
+    # The kubelet makes plugins_registry 0750 (kubernetes v1.37.2 pkg/kubelet/kubelet.go setupDataDirs:
+    # MkdirAll(getPluginsRegistrationDir(), 0750)): only root lists it; device-plugins is 0755.
+    return _host_reader(p, {"dp": (_kubelet_dir(cfg) + "/" + kubelet_subdir, "/" + kubelet_subdir)},
+                        run_as_root=kubelet_subdir != "device-plugins")
 
 
 def node_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict, deadline: float) -> dict:

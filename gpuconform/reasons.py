@@ -19,7 +19,7 @@ CLASSES = {"FAIL": ("fail", "fail"), "ERROR": ("error", "error"), "SKIP": ("skip
 @dataclass(frozen=True)
 class Reason:
     code: str
-    alias: str  # the code before the outcome-prefix scheme; accepted until the next release
+    alias: str  # the code before the outcome-prefix scheme, accepted until the next release ("" for codes added since)
     title: str
     hint: str
 
@@ -137,9 +137,25 @@ _R = [
            "Results on this node are not meaningful until the operator's validator pod is Ready: read its init "
            "container logs (driver, toolkit, cuda, plugin validation) in the operator namespace."),
     Reason("SKIP-NODE-NOT-READY", "ENV-NODE-NOT-READY", "GPU node is NotReady or cordoned", "Fix or uncordon the node, then rerun."),
+    # The DRA path (a DRA driver serves the node's GPUs through ResourceClaims; gpuconform/nodemode.py, docs/dra.md)
+    Reason("FAIL-DRA-NO-SLICES", "", "the node's GPU DRA driver publishes no ResourceSlice for it",
+           "Check the driver's kubelet-plugin pod on the node (its log: publishing ResourceSlices, RBAC on "
+           "resourceslices) and that the node carries the label its DaemonSet selects."),
+    Reason("FAIL-DRA-POOL-INCOMPLETE", "", "a DRA pool of the node is incomplete or inconsistent",
+           "A pool's slices must all be present (spec.pool.resourceSliceCount) at one generation; the driver is "
+           "mid-update or lost a slice: read its log, restart its kubelet-plugin pod."),
+    Reason("FAIL-DRA-DEVICES-NOT-HARDWARE", "", "the DRA driver's devices differ from the node's PCI GPUs",
+           "The driver publishes more or fewer GPUs than the PCI bus has: compare its slice with `nvidia-smi -L` "
+           "and the PCI tree; a GPU fallen off the bus or a stale slice shows here."),
+    Reason("FAIL-DRA-NOT-REGISTERED", "", "the DRA driver's kubelet plugin is not registered with the kubelet",
+           "The kubelet has no registration socket of the driver in its plugins_registry directory: check the "
+           "kubelet-plugin pod's mounts (the kubelet's root dir) and its log for registration errors."),
+    Reason("NOTCHECKED-DRA-PATH", "", "check not made on the DRA path yet",
+           "The node's GPUs are served by a DRA driver; this check is made on device-plugin nodes only so far "
+           "(docs/dra.md lists what is checked on each path)."),
 ]
 REASONS: dict[str, Reason] = {r.code: r for r in _R}
-ALIASES: dict[str, str] = {r.alias: r.code for r in _R}  # old code -> code
+ALIASES: dict[str, str] = {r.alias: r.code for r in _R if r.alias}  # old code -> code (codes added since have none)
 
 
 def canonical(code: str | None) -> str | None:
@@ -159,7 +175,7 @@ def lookup(code: str) -> Reason:
 
 def legacy(code: str | None) -> str | None:
     """The old alias of a code (the summary writes it beside the code until the next release)."""
-    return REASONS[code].alias if code in REASONS else None
+    return (REASONS[code].alias or None) if code in REASONS else None
 
 
 class Verdict(Exception):
@@ -213,8 +229,13 @@ def code_of(text: str) -> str | None:
 NOT_CHECKED = "NOTCHECKED-OPTIONAL"
 
 
+def is_not_checked(code: str | None) -> bool:
+    """A "not checked" code (NOTCHECKED- prefix, aliases included): the node keeps its certification."""
+    return (canonical(code) or "").startswith("NOTCHECKED-")
+
+
 def certified(results: list[tuple[str, str | None]]) -> bool:
-    """A node is certified when at least one check passed and every other result is a pass or "not checked".
-    `results` are (outcome, reason code) pairs of that node's checks."""
+    """A node is certified when at least one check passed and every other result is a pass or "not checked" (a
+    NOTCHECKED- code). `results` are (outcome, reason code) pairs of that node's checks."""
     passed = any(o == "passed" for o, _ in results)
-    return passed and all(o == "passed" or (o == "skipped" and canonical(code) == NOT_CHECKED) for o, code in results)
+    return passed and all(o == "passed" or (o == "skipped" and is_not_checked(code)) for o, code in results)

@@ -7,6 +7,7 @@ kubelet_record); common holds `Finding` and the skips every area shares.
 """
 
 from .common import Finding
+from . import dra
 from .allocation import (Seen, access_findings, burst_findings, burst_size, count_findings, extra_pod_findings,
                          isolation_findings, isolation_request, unhealthy_ids_needed, vector_add_findings)
 from .common import busy, folded, not_checked, nvidia_tooling, unusable
@@ -21,7 +22,7 @@ from .topology import (admission_errors_delta, admission_findings, alignment_fro
                        kubelet_policies, numa_findings, parse_configz, policy_findings)
 
 __all__ = [
-    "Finding",
+    "Finding", "dra",
     # common: may the check run here?
     "busy", "folded", "not_checked", "nvidia_tooling", "unusable",
     # registration

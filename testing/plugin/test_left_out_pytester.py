@@ -64,16 +64,17 @@ def child(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
 
 def test_left_out_nodes_are_listed_with_why_and_do_not_lower_coverage(child, pytester):
     res, s = child("--html", "report.html", "--self-contained-html")
-    assert s["gpu_nodes"] == ["gpu-mig-0", "gpu-plain-0", "gpu-plugin-and-slices-0", "gpu-vmpt-label-only-0"]
+    assert s["gpu_nodes"] == ["gpu-dra-0", "gpu-dra-slices-0", "gpu-mig-0", "gpu-plain-0", "gpu-plugin-and-slices-0",
+                              "gpu-vmpt-label-only-0"]  # the DRA nodes on their own path
     assert s["certified_nodes"] == s["gpu_nodes"] and s["coverage"]["certified_fraction"] == 1.0
     assert s["exit_status"] == 0, res.stdout.str()[-3000:]
     left = s["left_out_nodes"]
     assert {n: v["path"] for n, v in left.items()} == {
-        "gpu-dra-0": "dra", "gpu-dra-slices-0": "dra", "gpu-noplugin-0": "none", "gpu-vgpu-0": "none",
-        "gpu-vmpt-0": "none", "gpu-vmpt-stale-0": "none"}
+        "gpu-noplugin-0": "none", "gpu-vgpu-0": "none", "gpu-vmpt-0": "none", "gpu-vmpt-stale-0": "none"}
     assert all(v["why"] == "not-applicable" and v["reason"] and v["evidence"] for v in left.values())
     env = s["environment"]
-    assert env["GPU nodes left out"] == "6: not applicable here (no container device plugin) (6)"
+    assert env["GPU nodes left out"] == "4: not applicable here (no container device plugin) (4)"
+    assert env["allocation paths (GPU nodes)"] == "device-plugin 4 (certified here), dra 2 (certified here), none 4"
     assert env["DRA (ResourceSlices)"].startswith("4 ResourceSlice(s) of ")
     page = (pytester.path / "report.html").read_text()
     assert "<h3>GPU nodes left out</h3>" in page and 'id="gc-left-out"' in page

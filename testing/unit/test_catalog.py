@@ -70,4 +70,5 @@ def test_each_check_names_known_ai_conformance_requirements():
     assert "gpu_sharing" in catalog.ai_conformance("test_advertised_gpus_match_the_hardware")
     assert catalog.ai_conformance("test_not_a_check") == []
     covered = {r for c in catalog.CHECKS for r in c.ai_conformance}
-    assert covered == set(catalog.AI_CONFORMANCE) - {catalog.DRA}  # dra_support waits for the DRA path (issue 17)
+    assert covered == set(catalog.AI_CONFORMANCE)
+    assert all(catalog.DRA in c.ai_conformance for c in catalog.CHECKS if c.dra)  # made on DRA nodes too

@@ -47,7 +47,7 @@ class Hung:
 
 def fake_run(refuse: str | None = None, **overrides: str) -> SimpleNamespace:
     cfg = config.load(None, overrides, environ={})
-    node = SimpleNamespace(resource="nvidia.com/gpu", free=4)
+    node = SimpleNamespace(resource="nvidia.com/gpu", free=4, path="device-plugin")
     inventory = SimpleNamespace(node=lambda name: node, refresh_node=lambda name: {"status": {}},
                                 find_plugin=lambda name: SimpleNamespace(pods=[]))
     return SimpleNamespace(cfg=cfg, run_id="r1", spaces=Spaces(refuse), hung=Hung(), inventory=inventory)

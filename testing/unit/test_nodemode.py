@@ -70,15 +70,18 @@ def test_healthy_operator_nodes_stay_device_plugin_nodes():
         assert mode.path == nodemode.DEVICE_PLUGIN, (n["metadata"]["name"], mode)
 
 
+CERTIFIED = ["gpu-dra-0", "gpu-dra-slices-0", "gpu-mig-0", "gpu-plain-0", "gpu-plugin-and-slices-0",
+             "gpu-vmpt-label-only-0"]
+
+
 def test_nodes_without_a_container_plugin_are_left_out_as_not_applicable_not_certified():
-    """Before: a vm-passthrough node labelled nvidia.com/gpu.present=true was a GPU node to certify."""
+    """Before: a vm-passthrough node labelled nvidia.com/gpu.present=true was a GPU node to certify. DRA nodes
+    are certified on their own path."""
     all_nodes = NO_PLUGIN["nodes"] + OPERATOR["nodes"]
     certify, left = nodes.select_nodes(all_nodes, NO_PLUGIN["resourceslices"], "nvidia", "", "")
-    assert sorted(n["metadata"]["name"] for n in certify) == [
-        "gpu-mig-0", "gpu-plain-0", "gpu-plugin-and-slices-0", "gpu-vmpt-label-only-0"]
+    assert sorted(n["metadata"]["name"] for n in certify) == CERTIFIED
     out = {x.name: x for x in left}
-    assert set(out) == {"gpu-dra-0", "gpu-dra-slices-0", "gpu-noplugin-0", "gpu-vgpu-0", "gpu-vmpt-0",
-                        "gpu-vmpt-stale-0"}
+    assert set(out) == {"gpu-noplugin-0", "gpu-vgpu-0", "gpu-vmpt-0", "gpu-vmpt-stale-0"}
     assert all(x.why == nodes.NOT_APPLICABLE for x in left)
     assert {n: x.path for n, x in out.items()} == {n: p for n, p in NO_PLUGIN["expected"].items() if n in out}
     assert out["gpu-vmpt-0"].to_dict()["evidence"].startswith("label nvidia.com/gpu.workload.config=vm-passthrough")
@@ -187,13 +190,17 @@ def inventory(monkeypatch, slices_fn, classes_fn=None):
     return inv_mod.Inventory(load(None, environ={}), cluster)  # type: ignore[arg-type]
 
 
-def test_discovery_reads_every_slice_with_one_paginated_list_and_leaves_the_dra_nodes_out(monkeypatch):
+def test_discovery_reads_every_slice_with_one_paginated_list_and_puts_dra_nodes_on_their_path(monkeypatch):
     fn = pages(NO_PLUGIN["resourceslices"], 2)
     inv = inventory(monkeypatch, fn)
-    got = [g.name for g in inv.discover()]
-    assert got == ["gpu-mig-0", "gpu-plain-0", "gpu-plugin-and-slices-0", "gpu-vmpt-label-only-0"]
+    found = inv.discover()
+    got = [g.name for g in found]
+    assert got == CERTIFIED
     assert [c["continue"] for c in fn.calls] == [None, "2"]  # one LIST in two pages, no request per node
-    assert {x.name for x in inv.left_out} >= {"gpu-dra-0", "gpu-dra-slices-0", "gpu-vmpt-0"}
+    assert {x.name for x in inv.left_out} >= {"gpu-vmpt-0"}
+    dra = {g.name: g for g in found if g.path == nodemode.DRA}
+    assert set(dra) == {"gpu-dra-0", "gpu-dra-slices-0"}
+    assert dra["gpu-dra-slices-0"].dra_driver == dra["gpu-dra-slices-0"].device_class == "gpu.nvidia.com"
     assert inv.dra.startswith("4 ResourceSlice(s) of compute-domain.nvidia.com, gpu.nvidia.com")
     assert set(inv.node_objs) == set(got)
 
@@ -206,9 +213,8 @@ def test_without_slices_discovery_goes_on_with_the_labels_and_says_why(monkeypat
     inv = inventory(monkeypatch, refuse)
     got = [g.name for g in inv.discover()]
     assert inv.dra.startswith("DRA not detected: ") and why in inv.dra
-    out = {x.name: x for x in inv.left_out}
-    assert out["gpu-dra-0"].path == nodemode.DRA  # its label still says so
-    assert "gpu-dra-slices-0" in got  # only its slices said so: certified, as any labelled GPU node
+    assert inv.paths["gpu-dra-0"] == nodemode.DRA and "gpu-dra-0" in got  # its label still says so
+    assert inv.paths["gpu-dra-slices-0"] == nodemode.DEVICE_PLUGIN  # only its slices said so: a labelled GPU node
 
 
 def test_slices_of_a_driver_that_is_not_a_gpu_driver_never_take_a_gpu_node_out():
@@ -269,7 +275,7 @@ def test_without_device_classes_dra_nodes_are_plain_dra_and_the_report_says_why(
 
     inv = inventory(monkeypatch, pages(NO_PLUGIN["resourceslices"], 2), refuse)
     inv.discover()
-    assert {x.name: x for x in inv.left_out}["gpu-dra-slices-0"].path == nodemode.DRA
+    assert inv.paths["gpu-dra-slices-0"] == nodemode.DRA
     assert "DeviceClasses not read" in inv.dra and "not granted" in inv.dra
 
 
@@ -277,7 +283,9 @@ def test_without_device_classes_dra_nodes_are_plain_dra_and_the_report_says_why(
 def test_the_header_counts_each_allocation_path():
     from gpuconform.nodes import NOT_APPLICABLE, NOT_SELECTED, LeftOut, path_tally
 
-    left = [LeftOut("a", NOT_APPLICABLE, "r", nodemode.DRA), LeftOut("b", NOT_APPLICABLE, "r", nodemode.DRA_EXTENDED),
-            LeftOut("c", NOT_APPLICABLE, "r", nodemode.DRA), LeftOut("d", NOT_SELECTED, "r")]
-    assert path_tally(3, left) == "device-plugin 3 (certified here), dra 2, dra-extended-resource 1"
-    assert path_tally(0, []) == "device-plugin 0 (certified here)"
+    left = [LeftOut("b", NOT_APPLICABLE, "r", nodemode.DRA_EXTENDED), LeftOut("e", NOT_APPLICABLE, "r", nodemode.NONE),
+            LeftOut("d", NOT_SELECTED, "r")]
+    certified = [nodemode.DEVICE_PLUGIN] * 3 + [nodemode.DRA] * 2
+    assert path_tally(certified, left) == ("device-plugin 3 (certified here), dra 2 (certified here), "
+                                           "dra-extended-resource 1, none 1")
+    assert path_tally([], []) == "device-plugin 0 (certified here)"

@@ -32,9 +32,16 @@ def test_advertised_gpus_match_the_pci_hardware(check):
     node probe: physical functions of class VGA or 3D controller; MIG devices and SR-IOV virtual functions are not
     extra GPUs) equal the GPU count label and, times the sharing replicas, what the node advertises; the kubelet's
     own allocatable device list (PodResources) agrees with node allocatable, and the NUMA nodes the plugin reports
-    are those the GPUs sit on."""
+    are those the GPUs sit on. On a DRA node: the devices its GPU DRA driver publishes equal its PCI GPUs."""
     check.needs_usable_node()
     report = check.probe("hw")
+    if check.dra:  # the devices the node's DRA driver publishes against the PCI bus
+        found, ev = verdicts.dra.devices_hardware_findings(check.node, check.gpu.dra_driver, check.resource_slices(),
+                                                           report)
+        check.note("PCI hardware and published devices", ev)
+        check.record("pci_gpus", len(ev.get("pci GPUs", [])))
+        check.hand_over(found)
+        return
     exp = check.expectation(check.node_object())
     # the node object trails the kubelet's live list by up to one node-status period (a plugin that has just
     # re-registered): judge it once it has caught up, or after that period

@@ -24,7 +24,14 @@ def test_plugin_pod_is_ready_and_not_crash_looping(check):
 
 def test_gpu_resource_is_in_node_capacity(check):
     """MUST: a GPU node's capacity and allocatable list each of its GPU resources (whole, shared or MIG, from the
-    node's own labels) with a non-zero count."""
+    node's own labels) with a non-zero count. On a DRA node: its GPU DRA driver publishes the node's pools, each
+    complete (resourceSliceCount slices at its generation) and listing devices."""
+    if check.dra:
+        found, ev = verdicts.dra.slice_findings(check.node, check.gpu.dra_driver, check.resource_slices())
+        check.note("ResourceSlices", ev)
+        check.record("dra_devices", sum(len(p["devices"]) for p in ev["pools"].values()))
+        check.hand_over(found)
+        return
     node = check.node_object()
     exp = check.expectation(node)
     check.note("expected resources", {"pool": exp.describe(), "resources": exp.resources, "basis": exp.basis})
@@ -50,11 +57,17 @@ def test_kubelet_counts_the_plugin_registration(check):
 @pytest.mark.node_probe
 def test_plugin_socket_exists_in_device_plugins_dir(check):
     """MUST: the plugin's socket exists in the kubelet's device-plugins directory (read through an optional,
-    read-only hostPath probe in a privileged namespace)."""
+    read-only hostPath probe in a privileged namespace). On a DRA node: the driver's registration socket is in
+    the kubelet's plugins_registry directory."""
     check.needs(check.cfg.get("nodeProbe.enabled"), "nodeProbe.enabled is false: socket not checked")
     check.needs_usable_node()
     name, state = check.run_to_completion(check.socket_probe_pod())
     listing = check.log(name)
+    if check.dra:
+        check.note("plugins_registry listing", listing)
+        check.hand_over(verdicts.dra.registrar_findings(check.node, check.gpu.dra_driver, listing,
+                                                        pods.exit_code(state)))
+        return
     check.note("device-plugins listing", listing)
     want = check.expectation().sockets(check.cfg.get("plugin.socket"))
     check.hand_over(verdicts.socket_findings(check.node, listing, want, pods.exit_code(state)))

@@ -1,0 +1,66 @@
+"""Verdicts on the DRA path (gpuconform/verdicts/dra.py). The slices are in resource.k8s.io/v1's shape as the bed's
+DRA driver publishes them (`kubectl get resourceslices -o json` on the bed, trimmed to the fields judged); the PCI
+report is gpuconform/nodeprobe.py's format (test_verdicts_kubelet_record.pci)."""
+
+from __future__ import annotations
+
+from test_verdicts_kubelet_record import pci
+
+from gpuconform import verdicts
+
+DRIVER = "gpu.nvidia.com"
+
+
+def slice_(devices=2, gen=1, count=1, pool="gpu-node-dra", driver=DRIVER, first=0):
+    return {"spec": {"driver": driver, "nodeName": "gpu-node-dra",
+                     "pool": {"generation": gen, "name": pool, "resourceSliceCount": count},
+                     "devices": [{"name": f"gpu-{i}"} for i in range(first, first + devices)]}}
+
+
+def codes(found):
+    return [f.code for f in found]
+
+
+def test_a_complete_pool_with_devices_passes():
+    found, ev = verdicts.dra.slice_findings("n", DRIVER, [slice_()])
+    assert found == [] and ev["pools"]["gpu-node-dra"]["devices"] == ["gpu-0", "gpu-1"]
+
+
+def test_no_slice_of_the_gpu_driver_is_its_own_failure_naming_what_else_is_there():
+    found, ev = verdicts.dra.slice_findings("n", DRIVER, [slice_(driver="net.example.com")])
+    assert codes(found) == ["FAIL-DRA-NO-SLICES"] and ev["other drivers"] == ["net.example.com"]
+    assert codes(verdicts.dra.slice_findings("n", DRIVER, [slice_(devices=0)])[0]) == ["FAIL-DRA-NO-SLICES"]
+
+
+def test_a_pool_missing_a_slice_of_its_newest_generation_is_incomplete():
+    found, _ = verdicts.dra.slice_findings("n", DRIVER, [slice_(count=2)])
+    assert codes(found) == ["FAIL-DRA-POOL-INCOMPLETE"] and "1 of 2 slice(s) at generation 1" in found[0].message
+    # an older generation's slice left beside the new one is being replaced: only the newest counts
+    ok, ev = verdicts.dra.slice_findings("n", DRIVER, [slice_(gen=1, count=1), slice_(gen=2, count=1, first=2)])
+    assert ok == [] and ev["pools"]["gpu-node-dra"]["devices"] == ["gpu-2", "gpu-3"]
+
+
+def test_published_devices_must_equal_the_pci_gpus():
+    report = {"pci": pci(2)}
+    assert verdicts.dra.devices_hardware_findings("n", DRIVER, [slice_(devices=2)], report)[0] == []
+    fewer, ev = verdicts.dra.devices_hardware_findings("n", DRIVER, [slice_(devices=1)], report)
+    assert codes(fewer) == ["FAIL-DRA-DEVICES-NOT-HARDWARE"] and "fewer than the 2 GPU(s)" in fewer[0].message
+    more, _ = verdicts.dra.devices_hardware_findings("n", DRIVER, [slice_(devices=3)], report)
+    assert codes(more) == ["FAIL-DRA-DEVICES-NOT-HARDWARE"] and "more" in more[0].message
+    unread, _ = verdicts.dra.devices_hardware_findings("n", DRIVER, [slice_()], {"pci": {"error": "no sysfs"}})
+    assert codes(unread) == ["NOTCHECKED-OPTIONAL"]
+
+
+LISTING = """total 0
+drwxr-xr-x 2 0 0 80 Dec  5 07:02 .
+drwxr-xr-x 9 0 0 180 Dec  5 07:02 ..
+srwxr-xr-x 1 0 0 0 Dec  5 07:02 {sock}
+"""
+
+
+def test_the_driver_registration_socket_is_found_under_each_naming_upstream_uses():
+    for sock in ("gpu.nvidia.com-reg.sock", "gpu.nvidia.com-8d3c1e2a-reg.sock", "dra-AbC_d-9-reg.sock"):
+        assert verdicts.dra.registrar_findings("n", DRIVER, LISTING.format(sock=sock)) == [], sock
+    missing = verdicts.dra.registrar_findings("n", DRIVER, LISTING.format(sock="other.example.com-reg.sock"))
+    assert codes(missing) == ["FAIL-DRA-NOT-REGISTERED"] and "other.example.com-reg.sock" in missing[0].message
+    assert codes(verdicts.dra.registrar_findings("n", DRIVER, "ls: not found", exit_code=1)) == ["ERROR-API"]
