@@ -1025,6 +1025,17 @@ def main(argv: list[str]) -> int:
     try:
         if len(argv) == 2 and argv[0] == "fault":
             return faults.apply(argv[1]) or 0
+        if argv[:1] == ["dra"] and len(argv) in (2, 3) and argv[1] in ("up", "down", "fault"):
+            import dranode
+
+            bins = build()
+            if argv[1] == "up":
+                dranode.up(bins, Kubectl(bins))
+            elif argv[1] == "down":
+                dranode.down(Kubectl(bins))
+            else:
+                dranode.set_fault(Kubectl(bins), argv[2] if len(argv) == 3 else "")
+            return 0
         if len(argv) in (3, 4) and argv[0] == "bed":
             return shapes.switch(argv[1], argv[2], *argv[3:])
         if argv[:1] == ["restart-kubelet"] and len(argv) <= 3 and argv[2:] in ([], ["--during-run"]):

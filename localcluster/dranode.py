@@ -1,5 +1,5 @@
 """The bed's DRA node: a second real kubelet (`gpu-node-dra`) whose GPUs a DRA driver serves, beside the device-plugin
-node, so one run certifies both allocation paths (issue 17, docs/dra-plan.md).
+node, so one run certifies both allocation paths (issue 17, docs/dra.md).
 
 It is a second host as far as Kubernetes can tell: its own containerd (2.x, built from its Go module: the kubelet
 passes DRA devices to the runtime only as CRI CDIDevices, which Debian's containerd 1.6 ignores), its own kubelet
@@ -202,6 +202,50 @@ def start(bins: Bins, ip: str, kubectl: Kubectl, archives: list[Path]) -> None:
     cluster.wait_for(f"the DRA driver's ResourceSlice for {NODE}", lambda: slice_devices(kubectl) > 0, 90,
                      "kubelet-dra")
     say(f"DRA node {NODE} up: {slice_devices(kubectl)} device(s) published under gpu.nvidia.com")
+
+
+# Faults of the DRA driver (images/internal/dra Faults; GPU_SIM_DRA_FAULTS), and `driver-gone`: the driver's
+# DaemonSet and its slices removed (the node keeps the operator's DRA label).
+FAULTS = ("omit-last-device", "extra-device", "no-register", "prepare-fails", "wrong-device", "driver-gone")
+
+
+def set_fault(kubectl: Kubectl, fault: str) -> None:
+    """Restarts the DRA driver with `fault` ("" = healthy) and waits until its slice shows it."""
+    if fault and fault not in FAULTS:
+        raise BedError(f"unknown DRA fault {fault!r} (known: {', '.join(FAULTS)})")
+    cluster.write_state(dra_faults="" if fault == "driver-gone" else fault)
+    kubectl("delete", "daemonset", "-n", DRIVER_NS, DRIVER, "--ignore-not-found", "--wait=true")
+    kubectl("delete", "resourceslices", "--field-selector", f"spec.nodeName={NODE}", "--ignore-not-found")
+    cluster.wait_for("the DRA driver's pods to be gone", lambda: not kubectl.json(
+        "get", "pods", "-n", DRIVER_NS)["items"], 60, "kubelet-dra")
+    if fault == "driver-gone":
+        say(f"DRA fault driver-gone: no driver and no ResourceSlice on {NODE}")
+        return
+    kubectl.apply(*driver_objects())
+    want = GPUS - 1 if fault == "omit-last-device" else GPUS + 1 if fault == "extra-device" else GPUS
+    cluster.wait_for(f"the DRA driver's slice with {want} device(s)", lambda: slice_devices(kubectl) == want, 90,
+                     "kubelet-dra")
+    say(f"DRA driver on {NODE} {'with fault ' + fault if fault else 'healthy'}")
+
+
+def up(bins: Bins, kubectl: Kubectl) -> None:
+    cluster.write_state(dra=True)
+    start(bins, cluster.node_ip(), kubectl, cluster.build_images(bins))
+
+
+def down(kubectl: Kubectl) -> None:
+    """Removes the DRA node: its driver's objects, the Node, then its kubelet and containerd and their state."""
+    for obj in reversed(driver_objects()):
+        if obj["kind"] != "Namespace":
+            kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], *(
+                ["-n", obj["metadata"]["namespace"]] if obj["metadata"].get("namespace") else []),
+                "--ignore-not-found", "--wait=false", check=False)
+    kubectl("delete", "resourceslices", "--field-selector", f"spec.nodeName={NODE}", "--ignore-not-found", check=False)
+    stopped = stop_all()
+    kubectl("delete", "node", NODE, "--ignore-not-found", check=False)
+    cleaned = clean_host_state()
+    cluster.write_state(dra=False, dra_faults="")
+    say(f"DRA node {NODE} removed (stopped {', '.join(stopped) or 'nothing'}; {', '.join(cleaned) or 'no state'})")
 
 
 def slice_devices(kubectl: Kubectl) -> int:

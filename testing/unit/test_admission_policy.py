@@ -82,6 +82,8 @@ def suite_pods(cfg: gconfig.Config) -> list[dict]:
                            guaranteed_cpus=1),
             pods.vector_add_pod("va-n1", main, RUN, "n1", cfg, 60, "nvidia.com/gpu"),
             pods.socket_probe_pod("socket-n1", node, RUN, "n1", cfg, 60),
+            pods.socket_probe_pod("socket-dra-n1", node, RUN, "n1", cfg, 60, "plugins_registry"),
+            pods.vector_add_pod("va-dra-n1", main, RUN, "n1", cfg, 60, "gpu.nvidia.com", "gpuconform-1x-gpu-nvidia-com"),
             pods.node_probe_pod("nodeprobe-hw-n1", node, RUN, "n1", cfg, 60),
             pods.run_long_pod("access-n1", main, RUN, "access", "n1", cfg, "nvidia.com/gpu")]
 
@@ -141,6 +143,9 @@ def init_privileged() -> dict:
 
 # (id, request, a unique piece of the validation that must refuse it, the field that validation must name)
 MISUSES: list[tuple[str, dict, str, str]] = [
+    ("a claim template in another team's namespace",
+     request("CREATE", "resourceclaimtemplates", pods.claim_template("t", "kube-system", RUN, "gpu.nvidia.com", 1),
+             ns=KUBE_SYSTEM), "only its run namespaces", "gpuconform.dev/run"),
     ("privileged namespace under another name",
      request("CREATE", "namespaces", namespace("team-x", **{"pod-security.kubernetes.io/enforce": "privileged"})),
      "only its run namespaces", "gpuconform.dev/run"),
@@ -228,6 +233,9 @@ def allowed_requests() -> list[tuple[str, dict]]:
            ("delete the run namespace", request("DELETE", "namespaces", old=MAIN)),
            ("delete the -node namespace", request("DELETE", "namespaces", old=NODE)),
            ("delete a suite pod", request("DELETE", "pods", old=pod_in(MAIN), ns=MAIN)),
+           ("a DRA node's claim template in the run namespace", request(
+               "CREATE", "resourceclaimtemplates", pods.claim_template(
+                   "gpuconform-1x-gpu-nvidia-com", MAIN["metadata"]["name"], RUN, "gpu.nvidia.com", 1), ns=MAIN)),
            ("heartbeat patch of a scheduled run-long pod", request("UPDATE", "pods", beat_pod, held, ns=MAIN)),
            ("another user's privileged pod (not this policy's business)",
             request("CREATE", "pods", with_container(KUBE_SYSTEM, privileged=True), ns=KUBE_SYSTEM,
@@ -247,9 +255,9 @@ def refusals(policy: dict, req: dict) -> list[str]:
     from celpy import celtypes
 
     spec = policy["spec"]
-    rule = spec["matchConstraints"]["resourceRules"][0]
-    if req["request"]["resource"]["resource"] not in rule["resources"] or \
-            req["request"]["operation"] not in rule["operations"]:
+    if not any(req["request"]["resource"]["resource"] in rule["resources"]
+               and req["request"]["operation"] in rule["operations"]
+               for rule in spec["matchConstraints"]["resourceRules"]):
         return []
     env = celpy.Environment()
 
@@ -293,7 +301,7 @@ def test_shipped_binding_denies_for_the_suites_serviceaccount_only():
     assert SA == f"system:serviceaccount:{sa['namespace']}:{sa['name']}"
     writes = {r for d in rbac if d["kind"] == "ClusterRole" for rule in d["rules"] for r in rule["resources"]
               if set(rule["verbs"]) & {"create", "update", "patch", "delete", "deletecollection"}}
-    assert writes <= set(policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"]), \
+    assert writes <= {r for rule in policy["spec"]["matchConstraints"]["resourceRules"] for r in rule["resources"]}, \
         "every resource the ServiceAccount may write must be under the policy"
 
 

@@ -1,5 +1,5 @@
 // containerd 2.x for the bed's DRA node (../../dranode.py): the kubelet hands DRA devices to the runtime only as
-// CRI CDIDevices, which Debian 12's containerd 1.6 ignores (docs/dra-plan.md). Built by ../../build.sh.
+// CRI CDIDevices, which Debian 12's containerd 1.6 ignores (docs/dra.md). Built by ../../build.sh.
 module gpuconform.local/tools/containerd
 
 go 1.26.6

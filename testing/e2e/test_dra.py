@@ -1,0 +1,71 @@
+"""The DRA path end to end: the bed's DRA node (localcluster/dranode.py: containerd 2.x with CDI, a second kubelet,
+the simulated DRA GPU driver) beside the device-plugin node, certified in one zero-config run, and each DRA fault
+of the driver detected on the DRA node by its check with its own reason code. The module brings the DRA node up
+and removes it at its end (the fault matrix runs without it). Needs `make cluster-up`."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from bedtools import KUBECONFIG, ROOT, bed, run_pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
+                                                  reason="local cluster not running (make cluster-up)")]
+
+SCHEMA = json.loads((ROOT / "docs" / "summary.schema.json").read_text())
+DRA_NODE = "gpu-node-dra"
+# the checks made on the DRA path (gpuconform/catalog.py dra=True); the others say NOTCHECKED-DRA-PATH there
+MADE_ON_DRA = {"test_plugin_pod_is_ready_and_not_crash_looping", "test_gpu_resource_is_in_node_capacity",
+               "test_plugin_socket_exists_in_device_plugins_dir", "test_gpu_operator_validation_passed_on_the_node",
+               "test_advertised_gpus_match_the_pci_hardware", "test_vector_add_succeeds_through_the_plugin"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def dra_node():
+    bed("dra", "up")
+    try:
+        yield
+    finally:
+        bed("dra", "down")
+
+
+def run_suite(tmp, *extra: str) -> tuple[int, dict]:
+    summary = tmp / "summary.json"
+    out = run_pytest("tests", "-q", "--gpuconform-config", "localcluster/gpuconform.yaml", "--gpuconform-summary",
+                     str(summary), "--gpuconform-set", "burst.samples=1", *extra, timeout=900)
+    assert summary.exists(), f"no summary written (exit {out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-2000:]}"
+    data = json.loads(summary.read_text())
+    jsonschema.validate(data, SCHEMA)
+    return out.returncode, data
+
+
+def test_one_run_certifies_the_device_plugin_node_and_the_dra_node(tmp_path):
+    rc, s = run_suite(tmp_path)
+    assert rc == 0 and s["exit_status"] == 0, json.dumps([r for r in s["results"] if r["outcome"] != "passed"])
+    assert DRA_NODE in s["certified_nodes"] and "gpu-node-0" in s["certified_nodes"]
+    paths = s["environment"]["allocation paths (GPU nodes)"]
+    assert paths.startswith("device-plugin 1 (certified here), dra 1 (certified here)"), paths
+    on_dra = {r["check"]: r for r in s["results"] if r["node"] == DRA_NODE}
+    assert {c for c, r in on_dra.items() if r["outcome"] == "passed"} == MADE_ON_DRA
+    assert all(r["reason"] == "NOTCHECKED-DRA-PATH" for c, r in on_dra.items() if c not in MADE_ON_DRA)
+    assert all("dra_support" in r["ai_conformance"] for c, r in on_dra.items() if c in MADE_ON_DRA)
+
+
+@pytest.mark.parametrize("fault,select,check,code", [
+    ("no-register", "socket_exists", "test_plugin_socket_exists_in_device_plugins_dir", "FAIL-DRA-NOT-REGISTERED"),
+    ("omit-last-device", "pci_hardware", "test_advertised_gpus_match_the_pci_hardware", "FAIL-DRA-DEVICES-NOT-HARDWARE"),
+    ("extra-device", "pci_hardware", "test_advertised_gpus_match_the_pci_hardware", "FAIL-DRA-DEVICES-NOT-HARDWARE"),
+    ("driver-gone", "node_capacity or plugin_pod", "test_gpu_resource_is_in_node_capacity", "FAIL-DRA-NO-SLICES"),
+])
+def test_a_dra_fault_is_detected_on_the_dra_node_with_its_code(fault, select, check, code, tmp_path):
+    bed("dra", "fault", fault)
+    try:
+        rc, s = run_suite(tmp_path, "-k", f"({select}) and dra")
+    finally:
+        bed("dra", "fault")
+    got = {r["check"]: r for r in s["results"] if r["node"] == DRA_NODE}
+    assert got[check]["outcome"] == "failed" and got[check]["reason"] == code, got[check]
+    assert DRA_NODE not in s["certified_nodes"] and rc == 1
+    assert DRA_NODE in got[check]["message"]
