@@ -309,6 +309,22 @@ def mounts_under(*prefixes: Path) -> list[str]:
     return sorted(found, key=lambda m: -m.count("/"))
 
 
+def remove_cgroups(name: str) -> int:
+    """Removes the cgroup `name` (a top-level directory in each hierarchy) and everything below it that no process
+    holds, deepest first; returns how many directories went."""
+    removed = 0
+    for hier in Path("/sys/fs/cgroup").iterdir():
+        base = hier / name
+        if base.is_dir():
+            for d in sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [base]:
+                try:
+                    d.rmdir()
+                    removed += 1
+                except OSError:
+                    pass
+    return removed
+
+
 def clean_host_state() -> list[str]:
     """Removes what a killed earlier run leaves: shims, mounts, netns, CNI bridge, cgroups, node state."""
     cleaned = []
@@ -330,16 +346,7 @@ def clean_host_state() -> list[str]:
     if sh("ip", "link", "show", CNI_BRIDGE, check=False).returncode == 0:
         sh("ip", "link", "delete", CNI_BRIDGE, check=False)
         cleaned.append(f"bridge {CNI_BRIDGE}")
-    removed = 0
-    for hier in Path("/sys/fs/cgroup").iterdir():
-        base = hier / "kubepods"
-        if base.is_dir():
-            for d in sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [base]:
-                try:
-                    d.rmdir()
-                    removed += 1
-                except OSError:
-                    pass
+    removed = remove_cgroups("kubepods")
     if removed:
         cleaned.append(f"{removed} kubepods cgroups")
     for d in (KUBELET_ROOT, GPU_SIM, CTRD_STATE, Path("/var/lib/cni/networks/gpuconform"), WRONG_PLUGIN_DIR.parent):

@@ -258,18 +258,7 @@ def clean_host_state() -> list[str]:
     for pid in sh("pgrep", "-f", f"containerd-shim.*{CTRD_SOCK}", check=False).stdout.split():
         os.kill(int(pid), 9)
         cleaned.append(f"containerd-dra shim pid {pid}")
-    base = Path("/sys/fs/cgroup")
-    removed = 0
-    if base.is_dir():
-        for hier in base.iterdir():
-            top = hier / CGROUP_ROOT.strip("/")
-            if top.is_dir():
-                for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]:
-                    try:
-                        d.rmdir()
-                        removed += 1
-                    except OSError:
-                        pass
+    removed = cluster.remove_cgroups(CGROUP_ROOT.strip("/"))
     if removed:
         cleaned.append(f"{removed} DRA-node cgroups")
     for d in (BASE, CTRD_STATE):
