@@ -432,3 +432,29 @@ def test_a_node_out_of_cpu_is_busy_not_a_gpu_scheduling_failure():
     prob = verdicts.classify(recorded(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                                "message": gpu}]), [], free_on_node=3)
     assert prob.code == "FAIL-F07-NOT-SCHEDULABLE"
+
+
+def test_a_dra_pod_gets_its_gpus_from_its_own_claim_not_an_extended_resource():
+    cfg = gconfig.load(None, environ={})
+    p = pods.vector_add_pod("va", "gpuconform-r1", "r1", "n1", cfg, 60, "gpu.nvidia.com",
+                            pods.claim_template_name("gpu.nvidia.com", 1))
+    ctr = p["spec"]["containers"][0]
+    assert p["spec"]["resourceClaims"] == [{"name": pods.CLAIM, "resourceClaimTemplateName": "gpuconform-1x-gpu-nvidia-com"}]
+    assert ctr["resources"]["claims"] == [{"name": pods.CLAIM}] and "limits" not in ctr["resources"]
+    assert p["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "n1"}  # the scheduler allocates the claim
+    t = pods.claim_template("gpuconform-1x-gpu-nvidia-com", "gpuconform-r1", "r1", "gpu.nvidia.com", 1)
+    (req,) = t["spec"]["spec"]["devices"]["requests"]
+    assert req["exactly"] == {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}
+    assert t["metadata"]["labels"][pods.RUN_LABEL] == "r1"
+    plain = pods.vector_add_pod("va", "gpuconform-r1", "r1", "n1", cfg, 60, "nvidia.com/gpu")
+    assert "resourceClaims" not in plain["spec"] and plain["spec"]["containers"][0]["resources"]["limits"] == {
+        "nvidia.com/gpu": "1"}
+
+
+def test_free_devices_on_a_dra_node_are_the_published_less_one_per_claim_of_a_live_pod():
+    from gpuconform.counts import free_by_claims
+
+    live = {"spec": {"resourceClaims": [{"name": "gpus"}]}, "status": {"phase": "Running"}}
+    done = {"spec": {"resourceClaims": [{"name": "gpus"}]}, "status": {"phase": "Succeeded"}}
+    assert free_by_claims(2, [live, done, {"spec": {}}]) == 1
+    assert free_by_claims(1, [live, live]) == 0
