@@ -41,6 +41,11 @@ class Signals:
 
     def install(self) -> None:
         self._set(signal.SIGTERM, _sigterm)
+        # A shell starts a background job (`cmd &`, as CI runners' scripts do) with SIGINT ignored (POSIX, 2.11
+        # "Signals and Error Handling"), and Python keeps an inherited SIG_IGN instead of raising
+        # KeyboardInterrupt: the run would then ignore an interrupt and leave its namespaces behind.
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+            self._set(signal.SIGINT, signal.default_int_handler)
 
     def shield(self) -> None:
         for sig in ENDING_SIGNALS:
