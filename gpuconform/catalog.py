@@ -20,6 +20,8 @@ class Check:
     ai_conformance: tuple[str, ...] = ()
     # Made on DRA nodes too (through ResourceClaims; docs/dra.md); elsewhere NOTCHECKED-DRA-PATH there
     dra: bool = False
+    # Made on DRA nodes only (what only a DRA driver has: shared claims, claim release); deselected elsewhere
+    dra_only: bool = False
 
 
 # The requirement ids of the CNCF Kubernetes AI Conformance checklist (cncf/k8s-ai-conformance
@@ -55,16 +57,19 @@ CHECKS = (
           "PASSED.",
           ai_conformance=(DRIVER_RUNTIME, DRA), dra=True),
     Check("test_pods_see_exactly_the_gpus_they_request", "a pod sees exactly the GPUs it requested, no more.",
-          ai_conformance=(SECURE_ACCESS,)),
+          ai_conformance=(SECURE_ACCESS, DRA), dra=True),
     Check("test_kubelet_assigned_devices_match_what_the_pod_sees", "the devices the kubelet assigned to a container "
           "are those it sees, and none is assigned twice.",
-          ai_conformance=(SECURE_ACCESS,)),
+          ai_conformance=(SECURE_ACCESS, DRA), dra=True),
     Check("test_gpu_access_held_through_the_run_survives_to_its_end", "a pod holding one GPU through the run still "
           "sees it at the end.", start_counters=True,
           ai_conformance=(SECURE_ACCESS,)),
     Check("test_burst_allocates_every_free_gpu_once_and_one_more_waits", "a burst of pods gets every free device "
           "exactly once and one more pod stays Pending.", exclusive="burst",
-          ai_conformance=(SECURE_ACCESS, SHARING)),
+          ai_conformance=(SECURE_ACCESS, SHARING, DRA), dra=True),
+    Check("test_a_shared_claim_gives_its_pods_one_device_and_is_released_after_them", "pods naming one "
+          "ResourceClaim see the device it was allocated, and the claim is released once they end (DRA nodes).",
+          ai_conformance=(SHARING, DRA), dra=True, dra_only=True),
     Check("test_kubelet_topology_and_cpu_manager_policies_are_as_expected", "the kubelet runs the expected topology "
           "and CPU manager policies."),
     Check("test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node", "a Guaranteed GPU pod gets its CPUs and GPUs "
@@ -78,6 +83,7 @@ BY_NAME = {c.name: c for c in CHECKS}
 START_COUNTERS = frozenset(c.name for c in CHECKS if c.start_counters)
 # the pod labels of the checks holding every GPU of their node at some point (gpuconform/schedule.py)
 EXCLUSIVE = tuple(c.exclusive for c in CHECKS if c.exclusive)
+DRA_ONLY = frozenset(c.name for c in CHECKS if c.dra_only)
 
 
 def ai_conformance(check: str) -> list[str]:

@@ -76,21 +76,30 @@ def claim_template(name: str, namespace: str, run_id: str, device_class: str, co
                                             "count": count}}]}}}}
 
 
+def claim(name: str, namespace: str, run_id: str, device_class: str, count: int) -> dict:
+    """A ResourceClaim (resource.k8s.io/v1) for `count` devices of `device_class`, made by the suite itself so that
+    several pods can name it (spec.resourceClaims[].resourceClaimName): one allocation, shared."""
+    t = claim_template(name, namespace, run_id, device_class, count)
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": t["metadata"],
+            "spec": t["spec"]["spec"]}
+
+
 def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Config | dict, *, image: str,
         gpus: int, resource: str = "", command: list[str] | None = None, guaranteed_cpus: int = 0,
         deadline: float = POD_ACTIVE_DEADLINE_S, container: str = "probe", env: dict[str, str] | None = None,
-        best_effort: bool = False, claim_template: str = "") -> dict:
+        best_effort: bool = False, claim_template: str = "", claim_name: str = "") -> dict:
     """A short-lived test pod pinned to `node` through the scheduler (nodeSelector, so scheduling is measured).
     `resource` is the node's own GPU resource (nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-1g.10gb, ...).
     It names the configured `runtimeClassName` (the runtime that injects GPUs on many clusters), GPU or not: where
     the NVIDIA runtime is the default, every pod runs under it, and isolation is judged as workloads meet it.
     `best_effort`: no CPU or memory request (pods that sit beside the others, holding nothing a Guaranteed probe
     needs: the run-long pod, the host readers). `claim_template`: on a DRA node the GPUs come from a
-    ResourceClaim made from this template (the pod's own claim), not from `resource`."""
+    ResourceClaim made from this template (the pod's own claim), not from `resource`; `claim_name`: from that
+    ResourceClaim, which other pods may name too."""
     cfg = view(cfg)
     res: dict = {}
     limits: dict = {}
-    if gpus and claim_template:
+    if gpus and (claim_template or claim_name):
         res["claims"] = [{"name": CLAIM}]
     elif gpus:
         if not resource:
@@ -120,7 +129,9 @@ def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Conf
         "securityContext": RESTRICTED_POD,
         "containers": [ctr],
     }
-    if gpus and claim_template:
+    if gpus and claim_name:
+        spec["resourceClaims"] = [{"name": CLAIM, "resourceClaimName": claim_name}]
+    elif gpus and claim_template:
         spec["resourceClaims"] = [{"name": CLAIM, "resourceClaimTemplateName": claim_template}]
     if cfg.get("runtimeClassName"):
         spec["runtimeClassName"] = cfg.get("runtimeClassName")
@@ -136,12 +147,13 @@ ROUND = "round"  # the section that starts each round of a repeating probe (the 
 def probe_pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Config | dict, gpus: int,
               guaranteed_cpus: int = 0, deadline: float = POD_ACTIVE_DEADLINE_S, resource: str = "",
               env: dict[str, str] | None = None, hold_s: int = 0, best_effort: bool = False,
-              claim_template: str = "") -> dict:
+              claim_template: str = "", claim_name: str = "") -> dict:
     """The probe: prints PROBE_SCRIPT's sections, then (hold_s) sleeps holding its devices."""
     script = PROBE_SCRIPT + (f"\nsleep {hold_s}" if hold_s else "")
     return pod(name, namespace, run_id, check, node, cfg, image=view(cfg).get("images.probe"), gpus=gpus,
                resource=resource, command=["sh", "-c", script], guaranteed_cpus=guaranteed_cpus,
-               deadline=deadline, env=env, best_effort=best_effort, claim_template=claim_template)
+               deadline=deadline, env=env, best_effort=best_effort, claim_template=claim_template,
+               claim_name=claim_name)
 
 
 # The run-long pod's view of its own heartbeat annotation: a downwardAPI volume file, which the kubelet rewrites

@@ -150,6 +150,18 @@ _R = [
     Reason("FAIL-DRA-NOT-REGISTERED", "", "the DRA driver's kubelet plugin is not registered with the kubelet",
            "The kubelet has no registration socket of the driver in its plugins_registry directory: check the "
            "kubelet-plugin pod's mounts (the kubelet's root dir) and its log for registration errors."),
+    Reason("FAIL-DRA-PREPARE-FAILED", "", "the DRA driver failed to prepare a pod's ResourceClaims",
+           "The kubelet's NodePrepareResources call to the driver failed (event FailedPrepareDynamicResources); "
+           "the message quotes the driver's error: check its kubelet-plugin pod's log on the node."),
+    Reason("FAIL-DRA-WRONG-DEVICE", "", "a container sees other devices than its ResourceClaim was allocated",
+           "The driver's CDI spec (or whatever it injects) does not match the claim's allocation: the pod may use "
+           "a device the scheduler gave to another claim. Check the driver's prepare step and its CDI specs."),
+    Reason("FAIL-DRA-DOUBLE-INJECTION", "", "one device was injected into the containers of two claims",
+           "Two pods whose claims were allocated different devices see the same GPU: the driver injects the wrong "
+           "device for at least one of them. Check the driver's prepare step and its CDI specs."),
+    Reason("FAIL-DRA-CLAIM-NOT-DEALLOCATED", "", "a ResourceClaim stays allocated after its pods ended",
+           "Nothing released the claim: kube-controller-manager's resourceclaim-controller removes ended pods from "
+           "status.reservedFor and clears status.allocation. Check that it runs (--controllers) and its log."),
     Reason("NOTCHECKED-DRA-PATH", "", "check not made on the DRA path yet",
            "The node's GPUs are served by a DRA driver; this check is made on device-plugin nodes only so far "
            "(docs/dra.md lists what is checked on each path)."),

@@ -114,3 +114,13 @@ HEARTBEAT_EVERY_S = 30.0
 #: `make cleanup` deletes a run's namespace only when its heartbeat is older than this (10 missed beats, so an
 #: API hiccup or some clock skew between the run's machine and the cleanup's does not make a live run look dead).
 HEARTBEAT_STALE_S = 300.0
+
+# ---------------------------------------------- DRA claims (tests/allocation/test_workload.py shared claim)
+
+#: A shared ResourceClaim's release after its pods ended is polled this often (one GET each).
+CLAIM_POLL_S = 0.5
+
+#: ... and judged after this long: the resourceclaim controller of kube-controller-manager removes ended pods from
+#: status.reservedFor and clears status.allocation at once (kubernetes v1.37.2 pkg/controller/resourceclaim/
+#: controller.go syncClaim), so 30 s is a controller that does not run, not a slow one.
+CLAIM_RELEASE_S = 30.0

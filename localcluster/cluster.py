@@ -392,6 +392,18 @@ def start_control_plane(bins: Bins, ip: str, kubectl: Kubectl) -> None:
                                "name": "system:kubelet-api-admin"},
                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                                  "name": "kube-apiserver-kubelet-client"}]})
+    start_controller_manager(bins)
+    start("kube-scheduler", [
+        bins["kube-scheduler"], f"--kubeconfig={p}/scheduler.kubeconfig",
+        f"--authentication-kubeconfig={p}/scheduler.kubeconfig",
+        f"--authorization-kubeconfig={p}/scheduler.kubeconfig",
+        "--leader-elect=false", "--bind-address=127.0.0.1", "--profiling=false", "--v=1"])
+
+
+def start_controller_manager(bins: Bins, off: tuple[str, ...] = ()) -> None:
+    """kube-controller-manager with every controller but nodeipam (the bed has no pod CIDRs) and those in `off`
+    (a fault: `dra fault claim-controller-off` runs it without resourceclaim-controller)."""
+    p = str(PKI)
     start("kube-controller-manager", [
         bins["kube-controller-manager"], f"--kubeconfig={p}/controller-manager.kubeconfig",
         f"--authentication-kubeconfig={p}/controller-manager.kubeconfig",
@@ -399,12 +411,7 @@ def start_control_plane(bins: Bins, ip: str, kubectl: Kubectl) -> None:
         "--leader-elect=false", "--bind-address=127.0.0.1", "--use-service-account-credentials=true",
         f"--service-account-private-key-file={p}/sa.key", f"--root-ca-file={p}/ca.crt",
         f"--cluster-signing-cert-file={p}/ca.crt", f"--cluster-signing-key-file={p}/ca.key",
-        "--controllers=*,-nodeipam", "--profiling=false", "--v=1"])
-    start("kube-scheduler", [
-        bins["kube-scheduler"], f"--kubeconfig={p}/scheduler.kubeconfig",
-        f"--authentication-kubeconfig={p}/scheduler.kubeconfig",
-        f"--authorization-kubeconfig={p}/scheduler.kubeconfig",
-        "--leader-elect=false", "--bind-address=127.0.0.1", "--profiling=false", "--v=1"])
+        "--controllers=" + ",".join(("*", "-nodeipam", *(f"-{c}" for c in off))), "--profiling=false", "--v=1"])
 
 
 def containerd_config() -> Path:
@@ -1039,9 +1046,9 @@ def main(argv: list[str]) -> int:
             if argv[1] == "up":
                 dranode.up(bins, Kubectl(bins))
             elif argv[1] == "down":
-                dranode.down(Kubectl(bins))
+                dranode.down(bins, Kubectl(bins))
             else:
-                dranode.set_fault(Kubectl(bins), argv[2] if len(argv) == 3 else "")
+                dranode.set_fault(bins, Kubectl(bins), argv[2] if len(argv) == 3 else "")
             return 0
         if len(argv) in (3, 4) and argv[0] == "bed":
             return shapes.switch(argv[1], argv[2], *argv[3:])

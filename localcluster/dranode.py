@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import ssl
+import urllib.request
 from pathlib import Path
 
 import cluster
@@ -206,13 +208,42 @@ def start(bins: Bins, ip: str, kubectl: Kubectl, archives: list[Path]) -> None:
 
 # Faults of the DRA driver (images/internal/dra Faults; GPU_SIM_DRA_FAULTS), and `driver-gone`: the driver's
 # DaemonSet and its slices removed (the node keeps the operator's DRA label).
-FAULTS = ("omit-last-device", "extra-device", "no-register", "prepare-fails", "wrong-device", "driver-gone")
+# `claim-controller-off`: the driver healthy, kube-controller-manager restarted without its resourceclaim
+# controller (--controllers), so nothing removes an ended pod from a claim's reservedFor or deallocates it.
+CONTROLLER_FAULTS = {"claim-controller-off": ("resourceclaim-controller",)}
+FAULTS = ("omit-last-device", "extra-device", "no-register", "prepare-fails", "wrong-device", "double-inject",
+          "pool-incomplete", "driver-gone", *CONTROLLER_FAULTS)
 
 
-def set_fault(kubectl: Kubectl, fault: str) -> None:
+def set_controllers(bins: Bins, off: tuple[str, ...]) -> None:
+    """kube-controller-manager with the controllers in `off` disabled (restarted only when that changes)."""
+    if tuple(cluster.read_state().get("kcm_off") or ()) == off:
+        return
+    cluster.stop("kube-controller-manager")
+    cluster.start_controller_manager(bins, off)
+    cluster.write_state(kcm_off=list(off))
+    cluster.wait_for("kube-controller-manager /healthz", _kcm_healthy, 60, "kube-controller-manager")
+
+
+def _kcm_healthy() -> bool:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # its serving cert is self-signed
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{cluster.PORTS['kube-controller-manager']}/healthz",
+                                    context=ctx, timeout=2) as r:
+            return r.read().strip() == b"ok"
+    except OSError:
+        return False
+
+
+def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
     """Restarts the DRA driver with `fault` ("" = healthy) and waits until its slice shows it."""
     if fault and fault not in FAULTS:
         raise BedError(f"unknown DRA fault {fault!r} (known: {', '.join(FAULTS)})")
+    set_controllers(bins, CONTROLLER_FAULTS.get(fault, ()))
+    if fault in CONTROLLER_FAULTS:
+        say(f"DRA fault {fault}: kube-controller-manager runs without {', '.join(CONTROLLER_FAULTS[fault])}")
+        fault = ""
     cluster.write_state(dra_faults="" if fault == "driver-gone" else fault)
     kubectl("delete", "daemonset", "-n", DRIVER_NS, DRIVER, "--ignore-not-found", "--wait=true")
     kubectl("delete", "resourceslices", "--field-selector", f"spec.nodeName={NODE}", "--ignore-not-found")
@@ -226,6 +257,8 @@ def set_fault(kubectl: Kubectl, fault: str) -> None:
     cluster.wait_for(f"the DRA driver's slice with {want} device(s)", lambda: slice_devices(kubectl) == want, 90,
                      "kubelet-dra")
     say(f"DRA driver on {NODE} {'with fault ' + fault if fault else 'healthy'}")
+    if cluster.read_state().get("kcm_off"):
+        say(f"(kube-controller-manager without {', '.join(cluster.read_state()['kcm_off'])})")
 
 
 def up(bins: Bins, kubectl: Kubectl) -> None:
@@ -233,8 +266,10 @@ def up(bins: Bins, kubectl: Kubectl) -> None:
     start(bins, cluster.node_ip(), kubectl, cluster.build_images(bins))
 
 
-def down(kubectl: Kubectl) -> None:
-    """Removes the DRA node: its driver's objects, the Node, then its kubelet and containerd and their state."""
+def down(bins: Bins, kubectl: Kubectl) -> None:
+    """Removes the DRA node: its driver's objects, the Node, then its kubelet and containerd and their state (and
+    the claim-controller-off fault)."""
+    set_controllers(bins, ())
     for obj in reversed(driver_objects()):
         if obj["kind"] != "Namespace":
             kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], *(

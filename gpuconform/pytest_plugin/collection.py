@@ -3,8 +3,11 @@ items are trimmed to what applies (no GPU operator configured: its check is dese
 
 from __future__ import annotations
 
+from typing import Callable
+
 import pytest
 
+from gpuconform.catalog import DRA_ONLY
 from gpuconform.config import Config
 from gpuconform.reasons import skip_reason
 
@@ -24,10 +27,17 @@ def parametrize(metafunc: pytest.Metafunc, names: list[str] | None) -> None:
             reason=skip_reason("SKIP-NODE-NOT-READY", NO_GPU_NODES)))], ids=["no-gpu-nodes"])
 
 
-def deselect(config: pytest.Config, cfg: Config, items: list[pytest.Item]) -> None:
-    """Drops the checks that do not apply: the GPU operator's without operator.namespace."""
-    if not cfg.get("operator.namespace"):
-        off = [i for i in items if i.get_closest_marker("gpu_operator")]
-        if off:
-            config.hook.pytest_deselected(items=off)
-            items[:] = [i for i in items if not i.get_closest_marker("gpu_operator")]
+def deselect(config: pytest.Config, cfg: Config, items: list[pytest.Item],
+             on_dra: Callable[[str], bool] = lambda node: False) -> None:
+    """Drops the checks that do not apply: the GPU operator's without operator.namespace; a DRA-only check
+    (catalog.DRA_ONLY) on a node whose GPUs no DRA driver serves (`on_dra`: the node's path)."""
+    def off(i: pytest.Item) -> bool:
+        if not cfg.get("operator.namespace") and i.get_closest_marker("gpu_operator"):
+            return True
+        node = getattr(i, "callspec", None) and i.callspec.params.get("gpu_node")
+        return getattr(i, "originalname", "") in DRA_ONLY and not (node and on_dra(node))
+
+    dropped = [i for i in items if off(i)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if not off(i)]

@@ -58,6 +58,7 @@ class NodeCheck:
         self.measurements: dict[str, Any] = {}  # figures the summary keeps (latency samples)
         self.exc: BaseException | None = None  # how the body ended (set by whoever ran it)
         self._pods: dict[str, str] = {}  # pod name -> namespace, in creation order
+        self._claims: list[tuple[str, str]] = []  # (namespace, name) of the ResourceClaims it made
         self._closed = False
 
     # ------------------------------------------------------------ the node (reads, no waiting)
@@ -206,6 +207,40 @@ class NodeCheck:
         self.evidence.pod(ns, name, manifest["spec"]["containers"][0]["name"])
         return name
 
+    def claims_of(self, name: str) -> list[dict]:
+        """The ResourceClaims of one of this check's pods as they are now (the names its status records,
+        status.resourceClaimStatuses; one GET each): a DRA pod's allocation, as the scheduler wrote it."""
+        ns, state = self._pods[name], self.pod_state(name) or {}
+        refs = [r.get("resourceClaimName") for r in (state.get("status") or {}).get("resourceClaimStatuses") or []]
+        return [c for c in (self.run.spaces.read_claim(ns, r) for r in refs if r) if c is not None]
+
+    def shared_claim(self, tag: str, gpus: int = 1) -> str:
+        """A ResourceClaim for `gpus` devices of the node's DeviceClass that several of this check's pods name
+        (probe_pod(..., claim_name=...)); deleted when the check ends. Returns its name."""
+        ns, name = self.namespace(), self.pod_name(tag)
+        self.run.spaces.create_claim(ns, self.gpu.device_class, gpus, name)
+        self._claims.append((ns, name))
+        return name
+
+    def claim(self, name: str) -> dict | None:
+        """One of this check's claims as it is now (None: deleted)."""
+        return self.run.spaces.read_claim(self.namespace(), name)
+
+    def end(self, *names: str) -> None:
+        """Deletes these pods of the check now (they end; their devices are to be released)."""
+        for name in names:
+            self.run.spaces.delete_pod(self._pods[name], name)
+
+    def wait_claim(self, name: str, until: Callable[[dict | None], bool], within_s: float) -> tuple[dict | None, float]:
+        """The claim once `until` holds for it (None: deleted), or as it is after `within_s`; and the seconds waited."""
+        start = time.monotonic()
+        while True:
+            c = self.claim(name)
+            waited = time.monotonic() - start
+            if until(c) or waited >= within_s or self.run.cancelled.is_set():
+                return c, waited
+            time.sleep(timing.CLAIM_POLL_S)
+
     def log(self, name: str, tail: int | None = None) -> str:
         return self.run.spaces.pod_log(self._pods[name], name, tail=tail)
 
@@ -313,4 +348,9 @@ class NodeCheck:
             try:
                 self.run.spaces.delete_pod(ns, name)
             except Exception:  # noqa: BLE001 - the namespace deletion at the end removes it anyway
+                pass
+        for ns, name in self._claims:
+            try:
+                self.run.spaces.delete_claim(ns, name)
+            except Exception:  # noqa: BLE001 - likewise
                 pass

@@ -121,9 +121,12 @@ def isolation_findings(node: str, zero: Seen, some: Seen, unit: str, per_device:
     return out
 
 
-def burst_findings(node: str, seen: list[Seen], per_device: int) -> tuple[list[Finding], dict[str, list[str]]]:
+def burst_findings(node: str, seen: list[Seen], per_device: int,
+                   dra: bool = False) -> tuple[list[Finding], dict[str, list[str]]]:
     """Single-device pods running at once: each sees exactly one device, and no device is held by more pods than
-    it may be (1; a time-sliced GPU: its replica count). Returns the findings and device -> pods."""
+    it may be (1; a time-sliced GPU: its replica count). Returns the findings and device -> pods. `dra`: each pod
+    holds its own ResourceClaim, so a device seen twice was injected into two claims' containers
+    (FAIL-DRA-DOUBLE-INJECTION) rather than allocated twice."""
     out: list[Finding] = []
     owners: dict[str, list[str]] = {}
     for s in seen:
@@ -140,8 +143,10 @@ def burst_findings(node: str, seen: list[Seen], per_device: int) -> tuple[list[F
     for dev, holders in sorted(owners.items()):
         if len(holders) > per_device:
             allowed = "1 pod" if per_device == 1 else f"{per_device} pods (its time-slicing replicas)"
-            out.append(Finding("FAIL-DOUBLE-ALLOCATION", f"{node}: device {dev} is visible in {len(holders)} pods at "
-                               f"the same time ({', '.join(holders)}); it may be held by {allowed}"))
+            out.append(Finding("FAIL-DRA-DOUBLE-INJECTION" if dra else "FAIL-DOUBLE-ALLOCATION",
+                               f"{node}: device {dev} is visible in {len(holders)} pods at the same time "
+                               f"({', '.join(holders)}"
+                               + ("), each with its own ResourceClaim" if dra else f"); it may be held by {allowed}")))
     return out, owners
 
 

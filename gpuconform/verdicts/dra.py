@@ -87,3 +87,99 @@ def registrar_findings(node: str, driver: str, listing: str, exit_code: int | No
         return []
     return [Finding("FAIL-DRA-NOT-REGISTERED", f"{node}: no registration socket of {driver} in the kubelet's "
                     f"plugins_registry directory (entries: {[e for e in entries if e not in ('.', '..')]})")]
+
+
+def _attr(device: dict, name: str) -> str | None:
+    """A device attribute's value (resource/v1 DeviceAttribute: one of string/int/bool/version), qualified names
+    matched by their last part ("gpu.nvidia.com/uuid" and "uuid" alike)."""
+    for key, val in ((device or {}).get("attributes") or {}).items():
+        if key.rsplit("/", 1)[-1] == name and isinstance(val, dict):
+            for v in (val.get("string"), val.get("version"), val.get("int"), val.get("bool")):
+                if v is not None:
+                    return str(v)
+    return None
+
+
+def slice_uuids(driver: str, slices: list[dict]) -> dict[tuple[str, str], str | None]:
+    """(pool, device) -> the device's `uuid` attribute (NVIDIA's drivers publish it: NVIDIA/k8s-dra-driver
+    cmd/nvidia-dra-plugin/deviceinfo.go; None when a device has none), for `driver`'s devices in `slices`."""
+    out: dict[tuple[str, str], str | None] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        if spec.get("driver") == driver:
+            pool = (spec.get("pool") or {}).get("name") or ""
+            for d in spec.get("devices") or []:
+                out[(pool, d.get("name") or "")] = _attr(d, "uuid")
+    return out
+
+
+def claim_results(claims: list[dict], driver: str) -> list[dict]:
+    """The allocation results of `driver` in the claims (status.allocation.devices.results: request, driver, pool,
+    device), each with the claim's name."""
+    out = []
+    for c in claims:
+        results = ((((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
+        out += [dict(r, claim=(c.get("metadata") or {}).get("name")) for r in results if r.get("driver") == driver]
+    return out
+
+
+def claim_device_findings(node: str, pod: str, driver: str, claims: list[dict], slices: list[dict],
+                          seen: list[str]) -> tuple[list[Finding], dict]:
+    """The devices a pod's ResourceClaims were allocated (their status, written by the scheduler) are the devices
+    its container sees (GPU UUIDs in nvidia-smi, through the slices' `uuid` attribute): FAIL-DRA-WRONG-DEVICE when
+    the driver injected another device, or none; NOTCHECKED-OPTIONAL when the driver publishes no UUIDs to match."""
+    results = claim_results(claims, driver)
+    uuids = slice_uuids(driver, slices)
+    allocated = {f"{r.get('pool')}/{r.get('device')}": uuids.get((r.get("pool") or "", r.get("device") or ""))
+                 for r in results}
+    ev = {"claims": [(c.get("metadata") or {}).get("name") for c in claims], "allocated (pool/device: uuid)": allocated,
+          "seen in the container": seen}
+    if not results:
+        return [Finding("FAIL-DRA-WRONG-DEVICE", f"{node}: pod {pod} runs but its claims "
+                        f"({', '.join(ev['claims']) or 'none'}) show no {driver} allocation")], ev
+    if any(u is None for u in allocated.values()):
+        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: {driver} publishes no uuid attribute for "
+                        f"{', '.join(k for k, u in allocated.items() if u is None)}: what pod {pod} sees cannot be "
+                        "matched to its allocation")], ev
+    want, got = sorted(set(allocated.values())), sorted(set(seen))
+    if want != got:
+        return [Finding("FAIL-DRA-WRONG-DEVICE", f"{node}: pod {pod} was allocated {', '.join(allocated)} "
+                        f"({', '.join(want)}) but sees {', '.join(got) or 'no GPU'}: the driver injected "
+                        f"{'another device' if got else 'nothing'}")], ev
+    return [], ev
+
+
+def shared_claim_findings(node: str, claim: dict | None, driver: str, slices: list[dict],
+                          seen: dict[str, list[str]]) -> tuple[list[Finding], dict]:
+    """Pods naming one ResourceClaim (`seen`: pod -> GPU UUIDs its container sees) each see exactly the devices the
+    claim was allocated: FAIL-DRA-WRONG-DEVICE otherwise (one of them sees another device, or none)."""
+    name = ((claim or {}).get("metadata") or {}).get("name") or "?"
+    out: list[Finding] = []
+    ev: dict = {"claim": name, "reserved for": [r.get("name") for r in ((claim or {}).get("status") or {}).get(
+        "reservedFor") or []]}
+    for pod, ids in seen.items():
+        found, e = claim_device_findings(node, pod, driver, [claim] if claim else [], slices, ids)
+        ev[pod] = e["seen in the container"]
+        ev["allocated (pool/device: uuid)"] = e["allocated (pool/device: uuid)"]
+        out += [Finding(f.code, f.message + (f" (the claim {name} is shared by {', '.join(seen)})"
+                                             if f.code.startswith("FAIL") else "")) for f in found]
+    return out, ev
+
+
+def release_findings(node: str, name: str, claim: dict | None, waited_s: float) -> tuple[list[Finding], dict]:
+    """A claim whose pods have all ended is released: deleted, or kept with status.reservedFor empty and
+    status.allocation cleared (the resourceclaim controller's job: kubernetes v1.37.2
+    pkg/controller/resourceclaim/controller.go syncClaim). FAIL-DRA-CLAIM-NOT-DEALLOCATED when, after `waited_s`,
+    it is still allocated or reserved: its devices stay unusable for every other claim."""
+    if claim is None:
+        return [], {"claim": name, "released": f"deleted within {waited_s:.1f}s"}
+    st = claim.get("status") or {}
+    holders = [f"{r.get('resource')}/{r.get('name')}" for r in st.get("reservedFor") or []]
+    allocated = st.get("allocation") is not None
+    ev = {"claim": name, "reserved for": holders, "allocated": allocated, "waited s": round(waited_s, 1)}
+    if holders or allocated:
+        held = f"still reserved for {', '.join(holders)}" if holders else "no longer reserved but still allocated"
+        return [Finding("FAIL-DRA-CLAIM-NOT-DEALLOCATED", f"{node}: ResourceClaim {name} is {held} {waited_s:.0f}s "
+                        "after all its pods ended: its devices cannot be allocated to any other claim (is "
+                        "kube-controller-manager's resourceclaim-controller running?)")], ev
+    return [], dict(ev, released=f"within {waited_s:.1f}s")

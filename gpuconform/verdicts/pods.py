@@ -33,6 +33,15 @@ SANDBOX_FAILED = "FailedCreatePodSandBox"
 _NO_HANDLER = re.compile(r'no runtime for "[^"]*" is configured|runtime handler', re.I)
 
 
+# The kubelet's event when a DRA driver's NodePrepareResources fails for a pod's claims (kubernetes v1.37.2
+# pkg/kubelet/kuberuntime/kuberuntime_manager.go:1726: FailedPrepareDynamicResources, "Failed to prepare dynamic
+# resources: <the driver's error>"): the pod stays ContainerCreating, its status silent.
+PREPARE_FAILED = "FailedPrepareDynamicResources"
+# The scheduler's words for a node whose DRA devices cannot satisfy a pod's claims (kubernetes v1.37.2
+# pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go:1095).
+_NO_CLAIM_FIT = re.compile(r"cannot allocate all claims")
+
+
 def injection_failure(text: str) -> bool:
     """Whether a runtime's error message is about injecting devices (CDI, the NVIDIA hook or runtime)."""
     low = text.lower()
@@ -74,6 +83,10 @@ def classify(pod: dict, events: list[dict], free_on_node: int | None = None) -> 
     if st.get("phase") == "Pending" and sandbox:
         return Finding("FAIL-F12-INJECTION-FAILED", f"pod {name} on {node}: the runtime has no handler for its "
                           f"RuntimeClass {pod.get('spec', {}).get('runtimeClassName')!r}: {_note(sandbox[-1])[:500]}")
+    prep = [e for e in events if e.get("reason") == PREPARE_FAILED]
+    if st.get("phase") == "Pending" and prep:
+        return Finding("FAIL-DRA-PREPARE-FAILED", f"pod {name} on {node}: the kubelet could not prepare its "
+                          f"ResourceClaims (the DRA driver's NodePrepareResources): {_note(prep[-1])[:500]}")
     if st.get("phase") == "Pending":
         sched = [e for e in events if e.get("reason") == "FailedScheduling"]
         text = _note(sched[-1]) if sched else ""
@@ -83,6 +96,8 @@ def classify(pod: dict, events: list[dict], free_on_node: int | None = None) -> 
         if text:
             # "Insufficient" first: the message lists every node, and other nodes' taints must not hide a busy GPU.
             short = re.findall(r"Insufficient ([a-z0-9./-]+)", text)
+            if _NO_CLAIM_FIT.search(text):  # the DRA path's "no free GPU"
+                short.append("resource.k8s.io/devices")
             if short and not any("/" in r for r in short):  # cpu, memory, pods: the node is full, not its GPUs
                 return Finding("SKIP-F07-BUSY", f"pod {name} not scheduled on {node}: other pods hold the node's "
                                   f"{', '.join(sorted(set(short)))} ({text})")

@@ -19,7 +19,9 @@ DRA_NODE = "gpu-node-dra"
 # the checks made on the DRA path (gpuconform/catalog.py dra=True); the others say NOTCHECKED-DRA-PATH there
 MADE_ON_DRA = {"test_plugin_pod_is_ready_and_not_crash_looping", "test_gpu_resource_is_in_node_capacity",
                "test_plugin_socket_exists_in_device_plugins_dir", "test_gpu_operator_validation_passed_on_the_node",
-               "test_advertised_gpus_match_the_pci_hardware", "test_vector_add_succeeds_through_the_plugin"}
+               "test_advertised_gpus_match_the_pci_hardware", "test_vector_add_succeeds_through_the_plugin",
+               "test_pods_see_exactly_the_gpus_they_request", "test_kubelet_assigned_devices_match_what_the_pod_sees",
+               "test_burst_allocates_every_free_gpu_once_and_one_more_waits"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -58,6 +60,12 @@ def test_one_run_certifies_the_device_plugin_node_and_the_dra_node(tmp_path):
     ("omit-last-device", "pci_hardware", "test_advertised_gpus_match_the_pci_hardware", "FAIL-DRA-DEVICES-NOT-HARDWARE"),
     ("extra-device", "pci_hardware", "test_advertised_gpus_match_the_pci_hardware", "FAIL-DRA-DEVICES-NOT-HARDWARE"),
     ("driver-gone", "node_capacity or plugin_pod", "test_gpu_resource_is_in_node_capacity", "FAIL-DRA-NO-SLICES"),
+    ("pool-incomplete", "node_capacity", "test_gpu_resource_is_in_node_capacity", "FAIL-DRA-POOL-INCOMPLETE"),
+    ("prepare-fails", "vector_add", "test_vector_add_succeeds_through_the_plugin", "FAIL-DRA-PREPARE-FAILED"),
+    ("wrong-device", "assigned_devices", "test_kubelet_assigned_devices_match_what_the_pod_sees",
+     "FAIL-DRA-WRONG-DEVICE"),
+    ("double-inject", "burst", "test_burst_allocates_every_free_gpu_once_and_one_more_waits",
+     "FAIL-DRA-DOUBLE-INJECTION"),
 ])
 def test_a_dra_fault_is_detected_on_the_dra_node_with_its_code(fault, select, check, code, tmp_path):
     bed("dra", "fault", fault)

@@ -146,6 +146,9 @@ MISUSES: list[tuple[str, dict, str, str]] = [
     ("a claim template in another team's namespace",
      request("CREATE", "resourceclaimtemplates", pods.claim_template("t", "kube-system", RUN, "gpu.nvidia.com", 1),
              ns=KUBE_SYSTEM), "only its run namespaces", "gpuconform.dev/run"),
+    ("a shared claim in another team's namespace",
+     request("CREATE", "resourceclaims", pods.claim("c", "kube-system", RUN, "gpu.nvidia.com", 1),
+             ns=KUBE_SYSTEM), "only its run namespaces", "gpuconform.dev/run"),
     ("privileged namespace under another name",
      request("CREATE", "namespaces", namespace("team-x", **{"pod-security.kubernetes.io/enforce": "privileged"})),
      "only its run namespaces", "gpuconform.dev/run"),
@@ -236,6 +239,9 @@ def allowed_requests() -> list[tuple[str, dict]]:
            ("a DRA node's claim template in the run namespace", request(
                "CREATE", "resourceclaimtemplates", pods.claim_template(
                    "gpuconform-1x-gpu-nvidia-com", MAIN["metadata"]["name"], RUN, "gpu.nvidia.com", 1), ns=MAIN)),
+           ("a DRA node's shared claim in the run namespace", request(
+               "CREATE", "resourceclaims", pods.claim("shared-gpu-node-dra", MAIN["metadata"]["name"], RUN,
+                                                      "gpu.nvidia.com", 1), ns=MAIN)),
            ("heartbeat patch of a scheduled run-long pod", request("UPDATE", "pods", beat_pod, held, ns=MAIN)),
            ("another user's privileged pod (not this policy's business)",
             request("CREATE", "pods", with_container(KUBE_SYSTEM, privileged=True), ns=KUBE_SYSTEM,

@@ -66,7 +66,7 @@ def test_each_check_names_known_ai_conformance_requirements():
     """The CNCF AI Conformance ids an auditor files results under (cncf/k8s-ai-conformance docs/AIConformance-1.35.md)."""
     for c in catalog.CHECKS:
         assert set(c.ai_conformance) <= set(catalog.AI_CONFORMANCE), c.name
-    assert catalog.ai_conformance("test_pods_see_exactly_the_gpus_they_request") == ["secure_accelerator_access"]
+    assert catalog.ai_conformance("test_pods_see_exactly_the_gpus_they_request") == ["secure_accelerator_access", "dra_support"]
     assert "gpu_sharing" in catalog.ai_conformance("test_advertised_gpus_match_the_hardware")
     assert catalog.ai_conformance("test_not_a_check") == []
     covered = {r for c in catalog.CHECKS for r in c.ai_conformance}

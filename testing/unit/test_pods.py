@@ -130,6 +130,30 @@ def test_a_runtime_without_the_runtime_class_handler_is_an_injection_failure(mes
     assert prob.code == "FAIL-F12-INJECTION-FAILED" and message in prob.message and "'nvidia'" in prob.message
 
 
+def test_a_dra_driver_that_cannot_prepare_the_claims_fails_the_pod_with_its_error():
+    """The kubelet's event (kubernetes v1.37.2 pkg/kubelet/kuberuntime/kuberuntime_manager.go:1726), as the bed's
+    driver with its prepare-fails fault makes it; the pod itself stays ContainerCreating, its status silent."""
+    p = recorded(container_statuses=[{"name": "probe", "state": {"waiting": {"reason": "ContainerCreating"}}}])
+    p["spec"]["nodeName"] = "gpu-a"
+    ev = {"reason": "FailedPrepareDynamicResources", "type": "Warning",
+          "message": "Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources failed for "
+                     "ResourceClaim gpuconform-alloc-1-gpu-x7k2p: simulated failure preparing gpuconform-r1/"
+                     "gpuconform-alloc-1-gpu-x7k2p: failed to initialize NVML: Unknown Error"}
+    prob = verdicts.classify(p, [ev])
+    assert prob.code == "FAIL-DRA-PREPARE-FAILED" and "failed to initialize NVML" in prob.message
+    assert verdicts.classify(p, []) is None
+
+
+def test_no_device_left_for_a_claim_is_busy_unless_devices_looked_free():
+    """The scheduler's DRA plugin: 'cannot allocate all claims' (kubernetes v1.37.2
+    pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go:1095) is the DRA path's Insufficient."""
+    msg = ("0/5 nodes are available: 1 cannot allocate all claims, 4 node(s) didn't match Pod's node "
+           "affinity/selector. preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling.")
+    p = recorded(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg}])
+    assert verdicts.classify(p, []).code == "SKIP-F07-BUSY"
+    assert verdicts.classify(p, [], free_on_node=2).code == "FAIL-F07-NOT-SCHEDULABLE"
+
+
 def test_other_sandbox_failures_and_started_pods_are_left_to_the_wait():
     p = recorded(conditions=SCHEDULED, container_statuses=CREATING)
     p["spec"]["nodeName"] = "gpu-a"

@@ -64,3 +64,66 @@ def test_the_driver_registration_socket_is_found_under_each_naming_upstream_uses
     missing = verdicts.dra.registrar_findings("n", DRIVER, LISTING.format(sock="other.example.com-reg.sock"))
     assert codes(missing) == ["FAIL-DRA-NOT-REGISTERED"] and "other.example.com-reg.sock" in missing[0].message
     assert codes(verdicts.dra.registrar_findings("n", DRIVER, "ls: not found", exit_code=1)) == ["ERROR-API"]
+
+
+def uuid_slice(*uuids):
+    """A slice whose devices carry NVIDIA's uuid attribute, as the bed's driver publishes them."""
+    return {"spec": {"driver": DRIVER, "nodeName": "gpu-node-dra",
+                     "pool": {"generation": 1, "name": "gpu-node-dra", "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{i}", "attributes": {"uuid": {"string": u}, "index": {"int": i}}}
+                                 for i, u in enumerate(uuids)]}}
+
+
+def claim(*devices, name="gpuconform-record-gpu-node-dra-gpu-q8vx2"):
+    """A pod's claim as the API returns it once the scheduler allocated it (resource.k8s.io/v1)."""
+    return {"metadata": {"name": name}, "status": {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRIVER, "pool": "gpu-node-dra", "device": d} for d in devices]}}}}
+
+
+def test_the_allocated_device_is_the_one_the_container_sees():
+    found, ev = verdicts.dra.claim_device_findings("n", "p", DRIVER, [claim("gpu-1")], [uuid_slice("GPU-a", "GPU-b")],
+                                                   ["GPU-b"])
+    assert found == [] and ev["allocated (pool/device: uuid)"] == {"gpu-node-dra/gpu-1": "GPU-b"}
+
+
+def test_another_device_injected_or_none_is_a_wrong_device():
+    slices = [uuid_slice("GPU-a", "GPU-b")]
+    wrong, _ = verdicts.dra.claim_device_findings("n", "p", DRIVER, [claim("gpu-0")], slices, ["GPU-b"])
+    assert codes(wrong) == ["FAIL-DRA-WRONG-DEVICE"] and "allocated gpu-node-dra/gpu-0 (GPU-a) but sees GPU-b" in \
+        wrong[0].message
+    none, _ = verdicts.dra.claim_device_findings("n", "p", DRIVER, [claim("gpu-0")], slices, [])
+    assert codes(none) == ["FAIL-DRA-WRONG-DEVICE"] and "injected nothing" in none[0].message
+    unallocated, _ = verdicts.dra.claim_device_findings("n", "p", DRIVER, [{"metadata": {"name": "c"}}], slices, [])
+    assert codes(unallocated) == ["FAIL-DRA-WRONG-DEVICE"] and "show no gpu.nvidia.com allocation" in \
+        unallocated[0].message
+
+
+def test_a_driver_without_uuid_attributes_leaves_the_match_unchecked():
+    found, _ = verdicts.dra.claim_device_findings("n", "p", DRIVER, [claim("gpu-0")], [slice_()], ["GPU-a"])
+    assert codes(found) == ["NOTCHECKED-OPTIONAL"] and "no uuid attribute" in found[0].message
+
+
+def test_pods_sharing_a_claim_each_see_its_device():
+    slices, c = [uuid_slice("GPU-a", "GPU-b")], claim("gpu-1", name="shared-n")
+    found, ev = verdicts.dra.shared_claim_findings("n", c, DRIVER, slices, {"shared0": ["GPU-b"], "shared1": ["GPU-b"]})
+    assert found == [] and ev["shared0"] == ["GPU-b"] and ev["allocated (pool/device: uuid)"] == {
+        "gpu-node-dra/gpu-1": "GPU-b"}
+    found, _ = verdicts.dra.shared_claim_findings("n", c, DRIVER, slices, {"shared0": ["GPU-b"], "shared1": ["GPU-a"]})
+    assert codes(found) == ["FAIL-DRA-WRONG-DEVICE"] and "pod shared1" in found[0].message
+    assert "the claim shared-n is shared by shared0, shared1" in found[0].message
+
+
+def test_a_claim_is_released_once_its_pods_ended_or_it_is_gone():
+    """The resourceclaim controller's work (kubernetes v1.37.2 pkg/controller/resourceclaim/controller.go): an
+    ended pod leaves status.reservedFor, and the allocation is cleared when no consumer is left."""
+    released = {"metadata": {"name": "c"}, "status": {}}
+    assert verdicts.dra.release_findings("n", "c", released, 0.4)[0] == []
+    assert verdicts.dra.release_findings("n", "c", None, 0.4)[0] == []
+    held = claim("gpu-0", name="c")
+    held["status"]["reservedFor"] = [{"resource": "pods", "name": "shared0", "uid": "u0"}]
+    found, ev = verdicts.dra.release_findings("n", "c", held, 30.2)
+    assert codes(found) == ["FAIL-DRA-CLAIM-NOT-DEALLOCATED"] and "still reserved for pods/shared0 30s" in \
+        found[0].message and ev["allocated"] is True
+    found, _ = verdicts.dra.release_findings("n", "c", claim("gpu-0", name="c"), 30.0)
+    assert codes(found) == ["FAIL-DRA-CLAIM-NOT-DEALLOCATED"] and "no longer reserved but still allocated" in \
+        found[0].message

@@ -50,8 +50,21 @@ def test_kubelet_assigned_devices_match_what_the_pod_sees(check):
     """MUST: the device IDs the kubelet assigned to a suite pod's container (its own record: the PodResources
     List, read by the optional node probe) are the devices the container sees (GPU or MIG UUIDs in nvidia-smi; a
     time-sliced replica by its GPU), and no device ID is assigned to two containers at once across every pod on
-    the node."""
+    the node. On a DRA node: the devices the pod's ResourceClaim was allocated (its status, through the slices'
+    uuid attribute) are those the container sees."""
     check.needs_nvidia_tooling("matching the kubelet's device IDs to nvidia-smi UUIDs")
+    if check.dra:  # the record of a DRA pod's devices is its claim's allocation (the API; no node probe)
+        check.needs(check.granted("resourceclaims"), "get resourceclaims is not granted: a DRA pod's allocation "
+                                                     "is not read (manifests/rbac.yaml)")
+        check.needs_free_gpus(1)
+        holder = check.start(check.probe_pod("record", "kubelet-record", 1, hold_s=timing.POD_HOLD_S))
+        check.wait_running(holder)
+        seen = verdicts.Seen.from_log(holder, 1, check.log_until(holder))
+        found, ev = verdicts.dra.claim_device_findings(check.node, holder, check.gpu.dra_driver,
+                                                       check.claims_of(holder), check.resource_slices(), seen.ids)
+        check.note("claim allocation", ev)
+        check.hand_over(found)
+        return
     check.needs(check.cfg.get("nodeProbe.enabled"), "nodeProbe.enabled is false: the kubelet's record is not checked")
     check.needs_free_gpus(1)
     holder = check.start(check.probe_pod("record", "kubelet-record", 1, hold_s=timing.POD_HOLD_S))
@@ -123,9 +136,37 @@ def test_burst_allocates_every_free_gpu_once_and_one_more_waits(check):
     # only when the burst took every free device can one more be expected to wait
     extra = check.start(check.probe_pod("burst-extra", "burst", 1)) if n == free else None
     seen = [verdicts.Seen.from_log(name, 1, check.log_until(name)) for name in names]
-    findings, owners = verdicts.burst_findings(check.node, seen, exp.per_device)
+    findings, owners = verdicts.burst_findings(check.node, seen, exp.per_device, dra=check.dra)
     check.note("device owners", {"resource": check.resource, "per device": exp.per_device, "owners": owners})
     check.hand_over(findings)
     if extra:
         state = check.wait_running(extra, allow=("SKIP-F07-BUSY",))[extra]
         check.hand_over(verdicts.extra_pod_findings(check.node, state, check.resource, n))
+
+
+@pytest.mark.gpus(1)
+def test_a_shared_claim_gives_its_pods_one_device_and_is_released_after_them(check):
+    """MUST (DRA nodes only): two pods naming one ResourceClaim of the node's DeviceClass run at once and each sees
+    exactly the device the claim was allocated; once both have ended the claim is released (status.reservedFor
+    empty, status.allocation cleared, or the claim deleted) within a few seconds, so its device can be allocated
+    again."""
+    check.needs_nvidia_tooling("telling devices apart by nvidia-smi UUID")
+    check.needs(check.granted("resourceclaims"), "get resourceclaims is not granted: a claim's allocation is not "
+                                                 "read (manifests/rbac.yaml)")
+    check.needs_free_gpus(1)
+    claim = check.shared_claim("shared")
+    holders = [check.start(check.probe_pod(f"shared{i}", "shared-claim", 1, claim_name=claim,
+                                           hold_s=timing.POD_HOLD_S)) for i in range(2)]
+    check.wait_running(*holders)
+    seen = {p: verdicts.Seen.from_log(p, 1, check.log_until(p)).ids for p in holders}
+    found, ev = verdicts.dra.shared_claim_findings(check.node, check.claim(claim), check.gpu.dra_driver,
+                                                   check.resource_slices(), seen)
+    check.note("shared claim", ev)
+    check.hand_over(found)
+    check.end(*holders)
+    after, waited = check.wait_claim(claim, lambda c: not verdicts.dra.release_findings(check.node, claim, c, 0)[0],
+                                     timing.CLAIM_RELEASE_S)
+    found, ev = verdicts.dra.release_findings(check.node, claim, after, waited)
+    check.note("release", ev)
+    check.record("claim_released_s", ev.get("waited s", round(waited, 1)))
+    check.hand_over(found)

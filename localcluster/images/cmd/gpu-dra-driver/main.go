@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -93,12 +94,22 @@ func main() {
 		fatal("start kubelet plugin: %v", err)
 	}
 	defer helper.Stop()
-	pool := resourceslice.Pool{Slices: []resourceslice.Slice{{Devices: dra.Devices(h, faults)}}}
-	if err := helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{node: pool}}); err != nil {
+	devices := dra.Devices(h, faults)
+	if faults.PoolIncomplete {
+		// Not through the helper (it keeps its pools complete): one slice that says its pool has two.
+		slice, err := client.ResourceV1().ResourceSlices().Create(ctx, dra.IncompleteSlice(node, devices), metav1.CreateOptions{})
+		if err != nil {
+			fatal("publish the incomplete pool: %v", err)
+		}
+		defer func() {
+			_ = client.ResourceV1().ResourceSlices().Delete(context.Background(), slice.Name, metav1.DeleteOptions{})
+		}()
+	} else if err := helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
+		node: {Slices: []resourceslice.Slice{{Devices: devices}}}}}); err != nil {
 		fatal("publish resources: %v", err)
 	}
-	logger.Printf("published pool %q with %d device(s); registration with the kubelet %v", node,
-		len(pool.Slices[0].Devices), !faults.NoRegister)
+	logger.Printf("published pool %q with %d device(s) (complete: %v); registration with the kubelet %v", node,
+		len(devices), !faults.PoolIncomplete, !faults.NoRegister)
 	<-ctx.Done()
 	logger.Printf("exiting")
 }

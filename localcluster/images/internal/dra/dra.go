@@ -15,6 +15,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gpuconform.local/images/internal/hw"
 )
@@ -32,13 +33,16 @@ type Faults struct {
 	NoRegister     bool // publish slices but never register with the kubelet
 	PrepareFails   bool // NodePrepareResources fails for every claim
 	WrongDevice    bool // inject the next GPU instead of the allocated one
+	DoubleInject   bool // inject the first GPU for every allocated device: two claims' containers share it
+	PoolIncomplete bool // publish the pool's devices in one slice that says the pool has two
 }
 
 // ParseFaults reads a comma-separated list of fault names (GPU_SIM_DRA_FAULTS); unknown names are an error.
 func ParseFaults(s string) (Faults, error) {
 	var f Faults
 	known := map[string]*bool{"omit-last-device": &f.OmitLastDevice, "extra-device": &f.ExtraDevice,
-		"no-register": &f.NoRegister, "prepare-fails": &f.PrepareFails, "wrong-device": &f.WrongDevice}
+		"no-register": &f.NoRegister, "prepare-fails": &f.PrepareFails, "wrong-device": &f.WrongDevice,
+		"double-inject": &f.DoubleInject, "pool-incomplete": &f.PoolIncomplete}
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {
@@ -109,10 +113,24 @@ func Devices(h *hw.Hardware, f Faults) []resourceapi.Device {
 	return out
 }
 
-// Lookup finds the GPU a device name stands for; with the wrong-device fault, the next GPU in the hardware.
+// IncompleteSlice is the pool-incomplete fault's one slice: the node's devices in a pool whose resourceSliceCount
+// says 2 (k8s.io/api resource/v1 ResourcePool: a consumer must wait for every slice of the newest generation).
+func IncompleteSlice(node string, devices []resourceapi.Device) *resourceapi.ResourceSlice {
+	return &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: node + "-" + DriverName + "-"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: DriverName, NodeName: &node, Devices: devices,
+			Pool: resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 2}},
+	}
+}
+
+// Lookup finds the GPU a device name stands for; with the wrong-device fault, the next GPU in the hardware;
+// with double-inject, the first.
 func Lookup(h *hw.Hardware, device string, f Faults) (hw.GPU, bool) {
 	for i, g := range h.GPUs {
 		if DeviceName(g) == device {
+			if f.DoubleInject {
+				return h.GPUs[0], true
+			}
 			if f.WrongDevice && len(h.GPUs) > 1 {
 				return h.GPUs[(i+1)%len(h.GPUs)], true
 			}

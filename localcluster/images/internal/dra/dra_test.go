@@ -33,6 +33,9 @@ func TestDevicesFollowNVIDIA(t *testing.T) {
 }
 
 func TestFaultsChangeWhatIsPublishedAndInjected(t *testing.T) {
+	if s := IncompleteSlice("n", Devices(hardware(), Faults{})); s.Spec.Pool.ResourceSliceCount != 2 || len(s.Spec.Devices) != 2 || *s.Spec.NodeName != "n" {
+		t.Fatalf("incomplete slice: %+v", s.Spec)
+	}
 	if d := Devices(hardware(), Faults{OmitLastDevice: true}); len(d) != 1 {
 		t.Fatalf("omit-last-device: %d devices", len(d))
 	}
@@ -43,10 +46,13 @@ func TestFaultsChangeWhatIsPublishedAndInjected(t *testing.T) {
 	if g, _ := Lookup(hardware(), "gpu-0", Faults{WrongDevice: true}); g.UUID != "GPU-b" {
 		t.Fatalf("wrong-device injects %s", g.UUID)
 	}
+	if g, _ := Lookup(hardware(), "gpu-1", Faults{DoubleInject: true}); g.UUID != "GPU-a" {
+		t.Fatalf("double-inject: %+v", g)
+	}
 	if g, ok := Lookup(hardware(), "gpu-1", Faults{}); !ok || g.UUID != "GPU-b" {
 		t.Fatalf("lookup %v %v", g, ok)
 	}
-	if _, err := ParseFaults("no-register, prepare-fails"); err != nil {
+	if _, err := ParseFaults("no-register, prepare-fails,double-inject,pool-incomplete"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ParseFaults("bogus"); err == nil || !strings.Contains(err.Error(), "known:") {
