@@ -75,7 +75,8 @@ CHECKS = (
     Check("test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node", "a Guaranteed GPU pod gets its CPUs and GPUs "
           "on one NUMA node.", exclusive="numa"),
     Check("test_gpu_pod_start_latency_is_under_thresholds", "GPU pod scheduling and start latencies stay under the "
-          "configured thresholds.", exclusive="latency"),
+          "configured thresholds.", exclusive="latency",
+          ai_conformance=(DRA,), dra=True),
 )
 
 NAMES = tuple(c.name for c in CHECKS)

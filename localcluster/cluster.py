@@ -959,7 +959,9 @@ def up() -> None:
         deploy_operator(kubectl)
     import dranode
 
-    if dranode.wanted():
+    if dranode.wanted() and dranode.is_up(kubectl):
+        say(f"DRA node {dranode.NODE} already up")
+    elif dranode.wanted():
         write_state(dra=True)
         dranode.start(bins, ip, kubectl, archives)
     start_kwok(bins, kubectl)

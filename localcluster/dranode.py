@@ -261,7 +261,16 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
         say(f"(kube-controller-manager without {', '.join(cluster.read_state()['kcm_off'])})")
 
 
+def is_up(kubectl: Kubectl) -> bool:
+    """The DRA node runs (its kubelet and containerd) and its driver publishes: `up` leaves it as it is."""
+    return bool(cluster.read_state().get("dra") and cluster.pid_of("kubelet-dra") and cluster.pid_of("containerd-dra")
+                and slice_devices(kubectl))
+
+
 def up(bins: Bins, kubectl: Kubectl) -> None:
+    if is_up(kubectl):
+        say(f"DRA node {NODE} already up")
+        return
     cluster.write_state(dra=True)
     start(bins, cluster.node_ip(), kubectl, cluster.build_images(bins))
 

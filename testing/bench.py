@@ -130,11 +130,32 @@ def main() -> int:
         ("API requests (suite's own count)", f"{summary.get('api_requests')}, of which "
                                               f"{summary.get('api_requests_long_running')} pods/log or nodes/proxy"),
         ("peak RSS of the suite process", f"{rss:.0f} MiB"),
+        *latency_rows(summary.get("latency") or []),
     ]
     print("\ngpuconform bench (local test bed, healthy cluster)")
     for k, v in rows:
         print(f"  {k:38} {v}")
     return 0
+
+
+def latency_rows(latency: list[dict]) -> list[tuple[str, str]]:
+    """Per GPU node, the latency check's pods (single samples and the burst): create -> running (server
+    timestamps; on a DRA node this is claim-to-running: the claim is made from the template, allocated by the
+    scheduler and prepared by the driver in between) and the kubelet's own step (Allocate RPC or
+    NodePrepareResources, histogram delta)."""
+    rows = []
+    for x in sorted(latency, key=lambda x: (x.get("path") != "device-plugin", x["node"])):
+        total = sorted(p["schedule_s"] + p["start_s"] for p in x["pods"]
+                       if p.get("schedule_s") is not None and p.get("start_s") is not None)
+        if not total:
+            continue
+        what = "claim-to-running" if x.get("path") == "dra" else "submit-to-running"
+        step = x.get("allocate")
+        kubelet = (f"; {step['step']} mean {step['mean_s'] * 1000:.1f} ms over {step['n']}"
+                   if isinstance(step, dict) else "")
+        rows.append((f"{what} ({x['node']})", f"p50 {total[len(total) // 2]:.2f} s, max {total[-1]:.2f} s over "
+                                               f"{len(total)} pods (1 s resolution){kubelet}"))
+    return rows
 
 
 # ---------------------------------------------------------------- scale mode (make bench-scale)

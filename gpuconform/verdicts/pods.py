@@ -37,6 +37,12 @@ _NO_HANDLER = re.compile(r'no runtime for "[^"]*" is configured|runtime handler'
 # pkg/kubelet/kuberuntime/kuberuntime_manager.go:1726: FailedPrepareDynamicResources, "Failed to prepare dynamic
 # resources: <the driver's error>"): the pod stays ContainerCreating, its status silent.
 PREPARE_FAILED = "FailedPrepareDynamicResources"
+# Only the driver's own failures are a verdict: its NodePrepareResources call failed or returned an error for a
+# claim, or no driver of that name is registered (manager.go:245-469 wraps them as "NodePrepareResources...", and
+# the plugin lookup's "DRA driver %s is not registered"). The kubelet's other prepare errors pass with a retry:
+# "fetch ResourceClaim ...: ... no relationship found between node ..." is the node authorizer's graph not yet
+# knowing a just-made claim (seen on the bed), "is being unprepared" a claim still being released.
+_DRIVER_FAILED = re.compile(r"NodePrepareResources|is not registered")
 # The scheduler's words for a node whose DRA devices cannot satisfy a pod's claims (kubernetes v1.37.2
 # pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go:1095).
 _NO_CLAIM_FIT = re.compile(r"cannot allocate all claims")
@@ -83,7 +89,7 @@ def classify(pod: dict, events: list[dict], free_on_node: int | None = None) -> 
     if st.get("phase") == "Pending" and sandbox:
         return Finding("FAIL-F12-INJECTION-FAILED", f"pod {name} on {node}: the runtime has no handler for its "
                           f"RuntimeClass {pod.get('spec', {}).get('runtimeClassName')!r}: {_note(sandbox[-1])[:500]}")
-    prep = [e for e in events if e.get("reason") == PREPARE_FAILED]
+    prep = [e for e in events if e.get("reason") == PREPARE_FAILED and _DRIVER_FAILED.search(_note(e))]
     if st.get("phase") == "Pending" and prep:
         return Finding("FAIL-DRA-PREPARE-FAILED", f"pod {name} on {node}: the kubelet could not prepare its "
                           f"ResourceClaims (the DRA driver's NodePrepareResources): {_note(prep[-1])[:500]}")

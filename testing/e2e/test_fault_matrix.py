@@ -121,6 +121,39 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
                           "test_advertised_gpus_match_the_pci_hardware": "FAIL-F04-LABEL-HARDWARE-MISMATCH"}, set()),
 }
 
+# The DRA rows (issue 17): faults of the bed's DRA node (localcluster/dranode.py `dra fault NAME`: its simulated
+# driver, or kube-controller-manager), judged on that node's checks only (-k dra): fault -> (-k selection,
+# {check: expected code}, codes its other checks may report because of the same fault). The DRA node is brought
+# up for these rows and removed after them (dra_node below); the rows above run without it.
+DRA_NODE = "gpu-node-dra"
+PREPARE, NOT_SCHED = "FAIL-DRA-PREPARE-FAILED", "FAIL-F07-NOT-SCHEDULABLE"
+DRA_MATRIX: dict[str, tuple[str, dict[str, str], set[str]]] = {
+    # the kubelet cannot call an unregistered driver: every claim's prepare fails
+    "no-register": ("dra", {"test_plugin_socket_exists_in_device_plugins_dir": "FAIL-DRA-NOT-REGISTERED"}, {PREPARE}),
+    "omit-last-device": ("dra", {"test_advertised_gpus_match_the_pci_hardware": "FAIL-DRA-DEVICES-NOT-HARDWARE"},
+                         set()),
+    # the scheduler may allocate the phantom device, which the driver then cannot prepare
+    "extra-device": ("dra", {"test_advertised_gpus_match_the_pci_hardware": "FAIL-DRA-DEVICES-NOT-HARDWARE"},
+                     {PREPARE}),
+    # no driver pod, no slice, no socket: nothing to allocate from
+    "driver-gone": ("dra", {"test_gpu_resource_is_in_node_capacity": "FAIL-DRA-NO-SLICES",
+                            "test_plugin_socket_exists_in_device_plugins_dir": "FAIL-DRA-NOT-REGISTERED"},
+                    {BUSY, "FAIL-F08-PLUGIN-NOT-READY", "FAIL-DRA-DEVICES-NOT-HARDWARE"}),
+    # the scheduler allocates from complete pools only: every claim stays unallocated
+    "pool-incomplete": ("dra", {"test_gpu_resource_is_in_node_capacity": "FAIL-DRA-POOL-INCOMPLETE"}, {NOT_SCHED}),
+    "prepare-fails": ("dra", {"test_vector_add_succeeds_through_the_plugin": PREPARE}, {PREPARE}),
+    "wrong-device": ("dra", {"test_kubelet_assigned_devices_match_what_the_pod_sees": "FAIL-DRA-WRONG-DEVICE"},
+                     {"FAIL-DRA-WRONG-DEVICE"}),
+    # GPU 0 for every claim: a 2-device claim sees one, a claim given GPU 1 sees GPU 0
+    "double-inject": ("dra", {"test_burst_allocates_every_free_gpu_once_and_one_more_waits": "FAIL-DRA-DOUBLE-INJECTION"},
+                      {"FAIL-DRA-WRONG-DEVICE", "FAIL-F12-DEVICE-NOT-INJECTED"}),
+    # without the controller no claim is made from a template either: only the shared-claim check (its own claim)
+    "claim-controller-off": ("shared_claim and dra", {
+        "test_a_shared_claim_gives_its_pods_one_device_and_is_released_after_them": "FAIL-DRA-CLAIM-NOT-DEALLOCATED"},
+        set()),
+}
+# A DRA-node result that is no finding: a check not made on that path yet
+DRA_NOT_MADE = "NOTCHECKED-DRA-PATH"
 
 # Exit codes other than 1 (a check failed): skips alone certify nothing.
 EXIT = {"gpus-busy": 6, "companion-crashloop": 0, "spoofed-plugin-pod": 0}
@@ -159,7 +192,7 @@ def assert_nothing_left_behind() -> None:
 
 
 _matrix_rows: list[str] = []
-FAULT_W = max(map(len, MATRIX))  # the fault column fits the longest name
+FAULT_W = max(map(len, [*MATRIX, *(f"dra {f}" for f in DRA_MATRIX)]))  # the fault column fits the longest name
 
 
 @pytest.mark.faults
@@ -194,6 +227,43 @@ def test_fault_is_detected_by_its_check_with_its_reason_code(fault, tmp_path):
         if not any(text in v for v in values):
             problems.append(f"no JUnit property {prop} names {text!r} (found {values})")
     assert rc == EXIT.get(fault, 1), f"exit {rc} on a broken cluster (expected {EXIT.get(fault, 1)})"
+    assert not problems, "\n".join(problems)
+
+
+@pytest.fixture(scope="module")
+def dra_node():
+    bed("dra", "up")
+    try:
+        yield
+    finally:
+        bed("dra", "down")
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("fault", list(DRA_MATRIX))
+def test_dra_fault_is_detected_on_the_dra_node_with_its_code(fault, dra_node, tmp_path):
+    select, expected, allowed = DRA_MATRIX[fault]
+    bed("dra", "fault", fault)
+    try:
+        rc, s = run_suite(tmp_path, "-k", select)
+    finally:
+        bed("dra", "fault")
+    got = {r["check"]: r for r in s["results"] if r["node"] == DRA_NODE}
+    problems = []
+    for check, code in expected.items():
+        r = got.get(check)
+        detected = bool(r) and r["reason"] == code and r["outcome"] == "failed" and DRA_NODE in r["message"]
+        _matrix_rows.append(f"{'dra ' + fault:{FAULT_W}} {check:64} {code:32} "
+                            f"{'detected' if detected else 'MISSED: ' + str(r and r['reason'])}")
+        if not detected:
+            problems.append(f"{check}: expected {code}, got {r['outcome'] if r else 'not run'} {r and r['reason']} "
+                            f"{r['message'] if r else ''}")
+    for r in s["results"]:
+        if r["check"] in expected or r["outcome"] == "passed" or r["reason"] == DRA_NOT_MADE:
+            continue
+        if r["node"] != DRA_NODE or r["reason"] not in allowed:
+            problems.append(f"misfire: {r['node']} {r['check']} {r['outcome']} {r['reason']}: {r['message'][:300]}")
+    assert rc == 1 and DRA_NODE not in s["certified_nodes"], f"exit {rc}, certified {s['certified_nodes']}"
     assert not problems, "\n".join(problems)
 
 

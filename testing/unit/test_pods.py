@@ -142,6 +142,23 @@ def test_a_dra_driver_that_cannot_prepare_the_claims_fails_the_pod_with_its_erro
     prob = verdicts.classify(p, [ev])
     assert prob.code == "FAIL-DRA-PREPARE-FAILED" and "failed to initialize NVML" in prob.message
     assert verdicts.classify(p, []) is None
+    unregistered = dict(ev, message="Failed to prepare dynamic resources: prepare dynamic resources: DRA driver "
+                                    "gpu.nvidia.com is not registered")
+    assert verdicts.classify(p, [unregistered]).code == "FAIL-DRA-PREPARE-FAILED"
+
+
+def test_the_kubelets_own_passing_prepare_errors_are_left_to_the_wait():
+    """Seen on the bed: the node authorizer does not know a just-made claim yet; the kubelet retries and the pod
+    starts. Not the driver's failure."""
+    p = recorded(container_statuses=[{"name": "probe", "state": {"waiting": {"reason": "ContainerCreating"}}}])
+    p["spec"]["nodeName"] = "gpu-node-dra"
+    ev = {"reason": "FailedPrepareDynamicResources", "type": "Warning",
+          "message": 'Failed to prepare dynamic resources: prepare dynamic resources: fetch ResourceClaim burst0-gpu-'
+                     'node-dra-gpus-xdvbr: resourceclaims.resource.k8s.io "burst0-gpu-node-dra-gpus-xdvbr" is '
+                     'forbidden: User "system:node:gpu-node-dra" cannot get resource "resourceclaims" in API group '
+                     '"resource.k8s.io" in the namespace "gpuconform-20261205-113530-46926d": node: no relationship '
+                     "found between node 'gpu-node-dra' and this object"}
+    assert verdicts.classify(p, [ev]) is None
 
 
 def test_no_device_left_for_a_claim_is_busy_unless_devices_looked_free():

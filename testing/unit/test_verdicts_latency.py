@@ -51,14 +51,31 @@ def test_slow_plugin_allocate_breaks_allocate_p99():
     assert "allocateP99 (kubelet Allocate RPC): observed 2.50s > threshold 1.00s (n=8)" in f[0].message
 
 
+def test_on_a_dra_node_the_kubelets_prepare_step_is_judged():
+    """Recorded from the bed's DRA node around one vector-add pod: NodePrepareResources successes only (the
+    is_error="true" series of the fault runs before it is not counted)."""
+    before = metrics.parse(text("kubelet_dra_metrics_before.txt"))
+    after = metrics.parse(text("kubelet_dra_metrics_after.txt"))
+    alloc = verdicts.allocate_delta(before, after, "gpu.nvidia.com", dra=True)
+    assert alloc is not None and alloc.count == 1 and 0 < alloc.sum < 0.1
+    assert verdicts.allocate_delta(before, after, "gpu.nvidia.com") is None  # no device-plugin histogram there
+    s = verdicts.latency_summary("gpu-node-dra", times(1.0, 2.0), alloc, kubelet_read=True, dra=True)
+    assert s["path"] == "dra" and s["allocate"]["step"] == "kubelet NodePrepareResources"
+    found = verdicts.latency_findings("gpu-node-dra", times(1.0, 2.0), THRESHOLDS, alloc, 0.0001, dra=True)
+    assert [f.code for f in found] == ["FAIL-LATENCY-THRESHOLD"] and "allocateP99 (kubelet NodePrepareResources)" in \
+        found[0].message
+
+
 def test_summary_and_properties_of_a_check():
     alloc = verdicts.allocate_delta(START, FAST, "nvidia.com/gpu")
     s = verdicts.latency_summary("gpu-a", times(1.0, 2.0), alloc, kubelet_read=True)
     assert [p["pod"] for p in s["pods"]] == ["lat-s0-gpu-a", "lat-s1-gpu-a"] and s["start"]["p99"] == 2.0
-    assert s["allocate"] == {"n": 8, "mean_s": (0.0178 - 0.0061) / 8, "p99_bucket_le_s": 0.005}
+    assert s["allocate"] == {"n": 8, "mean_s": (0.0178 - 0.0061) / 8, "p99_bucket_le_s": 0.005,
+                             "step": "kubelet Allocate RPC"}
     assert verdicts.latency_properties(s) == pytest.approx({"schedule_p50_s": 0.2, "schedule_p99_s": 0.2,
                                                             "start_p50_s": 1.0, "start_p99_s": 2.0,
                                                             "allocate_p99_bucket_le_s": 0.005})
     unread = verdicts.latency_summary("gpu-a", [], None, kubelet_read=False)
-    assert unread == {"node": "gpu-a", "pods": [], "allocate": "not checked (nodes/proxy not granted)"}
+    assert unread == {"node": "gpu-a", "path": "device-plugin", "pods": [],
+                      "allocate": "not checked (nodes/proxy not granted)"}
     assert verdicts.latency_properties(unread) == {}

@@ -12,7 +12,9 @@ THRESHOLDS = ("scheduleP99", "startP50", "startP99")
 def test_gpu_pod_start_latency_is_under_thresholds(check):
     """MUST: for single GPU pods (burst.samples, one at a time) and a burst (all free GPUs at once), every
     configured percentile threshold holds: scheduleP99, startP50, startP99 (server timestamps) and
-    allocateP99 (kubelet_device_plugin_alloc_duration_seconds delta)."""
+    allocateP99 (kubelet_device_plugin_alloc_duration_seconds delta). On a DRA node the pods get their GPU from a
+    ResourceClaim each (claim made, allocated by the scheduler, prepared by the driver: the start figure is
+    claim-to-running) and allocateP99 judges the kubelet's NodePrepareResources (dra_operations_duration_seconds)."""
     check.needs_free_gpus(1)
     before = check.kubelet_metrics()
 
@@ -34,11 +36,12 @@ def test_gpu_pod_start_latency_is_under_thresholds(check):
     times = [latency.pod_times(check.pod_state(n), check.events(n)) for n in done]
     thresholds = {k: check.cfg.seconds(f"thresholds.{k}") for k in THRESHOLDS}
     after = check.kubelet_metrics()
-    alloc = verdicts.allocate_delta(before, after, check.resource)
-    sample = verdicts.latency_summary(check.node, times, alloc, kubelet_read=before is not None and after is not None)
+    alloc = verdicts.allocate_delta(before, after, check.resource, dra=check.dra)
+    sample = verdicts.latency_summary(check.node, times, alloc, kubelet_read=before is not None and after is not None,
+                                      dra=check.dra)
     for k, v in verdicts.latency_properties(sample).items():
         check.record(k, v)
     check.measure("latency", sample)
     check.note("latency", sample)
     check.hand_over(verdicts.latency_findings(check.node, times, thresholds, alloc,
-                                              check.cfg.seconds("thresholds.allocateP99")))
+                                              check.cfg.seconds("thresholds.allocateP99"), dra=check.dra))
