@@ -151,7 +151,7 @@ def latency_rows(latency: list[dict]) -> list[tuple[str, str]]:
             continue
         what = "claim-to-running" if x.get("path") == "dra" else "submit-to-running"
         step = x.get("allocate")
-        kubelet = (f"; {step['step']} mean {step['mean_s'] * 1000:.1f} ms over {step['n']}"
+        kubelet = (f"; {step['step']} mean {step['mean_s'] * 1000:.1f} ms over {step['n']} calls in its window"
                    if isinstance(step, dict) else "")
         rows.append((f"{what} ({x['node']})", f"p50 {total[len(total) // 2]:.2f} s, max {total[-1]:.2f} s over "
                                                f"{len(total)} pods (1 s resolution){kubelet}"))
