@@ -98,3 +98,17 @@ def token_kubeconfig(path: Path, ns: str, sa: str) -> str:
         "contexts": [{"name": sa, "context": {"cluster": "bed", "user": sa}}]}))
     path.chmod(0o600)
     return token
+
+
+def run_suite(tmp: Path, *extra: str) -> tuple[int, dict]:
+    """The suite on the bed with its config (burst.samples=1), `extra` pytest arguments: (exit code, summary),
+    the summary checked against the published schema (healthy or broken, it matches)."""
+    import jsonschema
+
+    summary = tmp / "summary.json"
+    out = run_pytest("tests", "-q", "--gpuconform-config", "localcluster/gpuconform.yaml", "--gpuconform-summary",
+                     str(summary), "--gpuconform-set", "burst.samples=1", *extra, timeout=900)
+    assert summary.exists(), f"no summary written (exit {out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-2000:]}"
+    data = json.loads(summary.read_text())
+    jsonschema.validate(data, json.loads((ROOT / "docs" / "summary.schema.json").read_text()))
+    return out.returncode, data

@@ -27,3 +27,13 @@ def bed_without_its_dra_node():
     state = STATE / "state.json"
     if KUBECONFIG.exists() and state.exists() and json.loads(state.read_text()).get("dra"):
         bed("dra", "down")
+
+
+@pytest.fixture(scope="module")
+def dra_node():
+    """The bed's DRA node (localcluster/dranode.py) up for one module, removed at its end."""
+    bed("dra", "up")
+    try:
+        yield
+    finally:
+        bed("dra", "down")

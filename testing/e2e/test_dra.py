@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 
-import jsonschema
 import pytest
-from bedtools import KUBECONFIG, ROOT, bed, run_pytest
+from bedtools import KUBECONFIG, run_suite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
-                                                  reason="local cluster not running (make cluster-up)")]
+                                                  reason="local cluster not running (make cluster-up)"),
+              pytest.mark.usefixtures("dra_node")]  # conftest.py: the DRA node up for this module
 
-SCHEMA = json.loads((ROOT / "docs" / "summary.schema.json").read_text())
 DRA_NODE = "gpu-node-dra"
 # the checks made on the DRA path (gpuconform/catalog.py dra=True); the others say NOTCHECKED-DRA-PATH there
 MADE_ON_DRA = {"test_plugin_pod_is_ready_and_not_crash_looping", "test_gpu_resource_is_in_node_capacity",
@@ -25,25 +24,6 @@ MADE_ON_DRA = {"test_plugin_pod_is_ready_and_not_crash_looping", "test_gpu_resou
                "test_a_shared_claim_gives_its_pods_one_device_and_is_released_after_them",
                "test_gpu_pod_start_latency_is_under_thresholds"}
 DRA_ONLY = {"test_a_shared_claim_gives_its_pods_one_device_and_is_released_after_them"}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def dra_node():
-    bed("dra", "up")
-    try:
-        yield
-    finally:
-        bed("dra", "down")
-
-
-def run_suite(tmp, *extra: str) -> tuple[int, dict]:
-    summary = tmp / "summary.json"
-    out = run_pytest("tests", "-q", "--gpuconform-config", "localcluster/gpuconform.yaml", "--gpuconform-summary",
-                     str(summary), "--gpuconform-set", "burst.samples=1", *extra, timeout=900)
-    assert summary.exists(), f"no summary written (exit {out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-2000:]}"
-    data = json.loads(summary.read_text())
-    jsonschema.validate(data, SCHEMA)
-    return out.returncode, data
 
 
 def test_one_run_certifies_the_device_plugin_node_and_the_dra_node(tmp_path):

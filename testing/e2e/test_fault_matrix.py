@@ -11,14 +11,11 @@ Needs the local cluster (`make cluster-up`); skipped with a reason when it is no
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from xml.etree import ElementTree
 
-import jsonschema
 import pytest
-from bedtools import KUBECONFIG, MATRIX_OUT, ROOT, bed, run_pytest
+from bedtools import KUBECONFIG, MATRIX_OUT, bed, run_suite
 
-SCHEMA = json.loads((ROOT / "docs" / "summary.schema.json").read_text())
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
                                                   reason="local cluster not running (make cluster-up)")]
@@ -162,16 +159,6 @@ NAMED: dict[str, tuple[str, str]] = {"spoofed-plugin-pod": ("plugin_look_alikes"
                                                                                   "owner, no device-plugins hostPath mount)")}
 
 
-def run_suite(tmp: Path, *extra: str) -> tuple[int, dict]:
-    summary = tmp / "summary.json"
-    out = run_pytest("tests", "-q", "--gpuconform-config", "localcluster/gpuconform.yaml", "--gpuconform-summary",
-                    str(summary), "--gpuconform-set", "burst.samples=1", *extra, timeout=900)
-    assert summary.exists(), f"no summary written (exit {out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-2000:]}"
-    data = json.loads(summary.read_text())
-    jsonschema.validate(data, SCHEMA)  # every summary, healthy or broken, matches the published schema
-    return out.returncode, data
-
-
 def test_healthy_cluster_passes_every_check_and_leaves_nothing_behind(tmp_path):
     bed("fault-clear")
     rc, s = run_suite(tmp_path)
@@ -228,15 +215,6 @@ def test_fault_is_detected_by_its_check_with_its_reason_code(fault, tmp_path):
             problems.append(f"no JUnit property {prop} names {text!r} (found {values})")
     assert rc == EXIT.get(fault, 1), f"exit {rc} on a broken cluster (expected {EXIT.get(fault, 1)})"
     assert not problems, "\n".join(problems)
-
-
-@pytest.fixture(scope="module")
-def dra_node():
-    bed("dra", "up")
-    try:
-        yield
-    finally:
-        bed("dra", "down")
 
 
 @pytest.mark.faults
