@@ -121,7 +121,7 @@ def is_permanent(exc: BaseException) -> bool:
     return isinstance(exc, ApiException) and exc.status in PERMANENT_STATUS
 
 
-def _status_message(exc: ApiException) -> str:
+def status_message(exc: ApiException) -> str:
     """The Status message the API server sent (JSON body), else the raw body, short."""
     body = exc.body if isinstance(exc.body, str) else ""
     try:
@@ -157,6 +157,12 @@ def _transport(exc: BaseException) -> str:
 _RBAC_DENIAL = re.compile(r"\bcannot \S+ (resource|path) ")
 
 
+def rbac_denied(exc: BaseException) -> bool:
+    """A 403 from the authorizer (RBAC), not from admission (a policy, Pod Security, quota)."""
+    return isinstance(exc, ApiException) and exc.status == 403 and (
+        bool(_RBAC_DENIAL.search(status_message(exc))) or not status_message(exc))
+
+
 def api_error(exc: BaseException, doing: str) -> EnvironmentProblem:
     """One clear environment error for a failed API call: its own code and what we were doing.
 
@@ -166,12 +172,12 @@ def api_error(exc: BaseException, doing: str) -> EnvironmentProblem:
     if isinstance(exc, EnvironmentProblem):
         return exc
     if isinstance(exc, ApiException) and exc.status:
-        msg = _status_message(exc)
+        msg = status_message(exc)
         if exc.status == 401:
             return EnvironmentProblem("ERROR-AUTH", f"{doing}: the API server rejected the credentials (401 "
                                       f"Unauthorized): the token expired or the kubeconfig user is wrong. {msg}".strip())
         if exc.status == 403:
-            if _RBAC_DENIAL.search(msg) or not msg:
+            if rbac_denied(exc):
                 return EnvironmentProblem("ERROR-RBAC", f"{doing}: forbidden (403): {msg or exc.reason or ''}".strip())
             return EnvironmentProblem("ERROR-API", f"{doing}: refused by admission (403): {msg}")
         return EnvironmentProblem("ERROR-API", f"{doing}: HTTP {exc.status} {exc.reason or ''} {msg}".strip())

@@ -32,14 +32,15 @@ from kubernetes import config as kconfig
 
 from . import timing
 from .apierrors import (TRANSIENT_STATUS, _cause, api_error, calling, created_name, http_error, is_permanent, maybe_sent,
-                        retry_after, should_retry)
+                        rbac_denied, retry_after, should_retry, status_message)
 from .reasons import EnvironmentProblem
 from .redaction import RedactSecrets, remember
 from .watch import Watch, pod_watch, to_dict
 
 # What callers use as kube.X (the error names and the watch live in their own modules).
 __all__ = ["Cluster", "CountingApiClient", "EnvironmentProblem", "RateLimiter", "Watch", "api_error", "calling", "connect",
-           "created_name", "describe", "is_permanent", "pod_watch", "retry_after", "should_retry", "to_dict"]
+           "created_name", "describe", "is_permanent", "pod_watch", "rbac_denied", "retry_after", "should_retry",
+           "status_message", "to_dict"]
 
 # Tokens must never reach logs: the client's and urllib3's debug logging print headers.
 for _name in ("kubernetes", "kubernetes.client.rest", "urllib3", "urllib3.connectionpool"):

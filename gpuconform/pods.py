@@ -76,12 +76,16 @@ def claim_template(name: str, namespace: str, run_id: str, device_class: str, co
                                             "count": count}}]}}}}
 
 
-def claim(name: str, namespace: str, run_id: str, device_class: str, count: int) -> dict:
+def claim(name: str, namespace: str, run_id: str, device_class: str, count: int, admin_access: bool = False) -> dict:
     """A ResourceClaim (resource.k8s.io/v1) for `count` devices of `device_class`, made by the suite itself so that
-    several pods can name it (spec.resourceClaims[].resourceClaimName): one allocation, shared."""
+    several pods can name it (spec.resourceClaims[].resourceClaimName): one allocation, shared. `admin_access`:
+    the request asks for admin access (DeviceRequest.exactly.adminAccess), which only a namespace labelled
+    resource.kubernetes.io/admin-access=true may (sent as a dry run only: verdicts/dra.py admin_access_findings)."""
     t = claim_template(name, namespace, run_id, device_class, count)
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": t["metadata"],
-            "spec": t["spec"]["spec"]}
+    spec = t["spec"]["spec"]
+    if admin_access:
+        spec["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": t["metadata"], "spec": spec}
 
 
 def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Config | dict, *, image: str,

@@ -162,6 +162,10 @@ _R = [
     Reason("FAIL-DRA-CLAIM-NOT-DEALLOCATED", "", "a ResourceClaim stays allocated after its pods ended",
            "Nothing released the claim: kube-controller-manager's resourceclaim-controller removes ended pods from "
            "status.reservedFor and clears status.allocation. Check that it runs (--controllers) and its log."),
+    Reason("FAIL-DRA-ADMIN-ACCESS-GRANTED", "", "a ResourceClaim got admin access in a namespace not labelled for it",
+           "Admin access shows a claim's pods every device of the class, also those allocated to others: only a "
+           "namespace labelled resource.kubernetes.io/admin-access=true may ask it. Find what labels namespaces "
+           "(mutating policies, webhooks, namespace templates) or why the API server does not enforce the label."),
     Reason("NOTCHECKED-DRA-PATH", "", "check not made on the DRA path yet",
            "The node's GPUs are served by a DRA driver; this check is made on device-plugin nodes only so far "
            "(docs/dra.md lists what is checked on each path)."),

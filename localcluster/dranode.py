@@ -218,8 +218,47 @@ def start(bins: Bins, ip: str, kubectl: Kubectl, archives: list[Path]) -> None:
 # `claim-controller-off`: the driver healthy, kube-controller-manager restarted without its resourceclaim
 # controller (--controllers), so nothing removes an ended pod from a claim's reservedFor or deallocates it.
 CONTROLLER_FAULTS = {"claim-controller-off": ("resourceclaim-controller",)}
+# `admin-access-label`: the driver healthy, and a MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA and on
+# by default since Kubernetes 1.36) that labels every namespace made from now on
+# resource.kubernetes.io/admin-access=true, as a careless namespace template would: any tenant's claim may then ask
+# admin access (kubernetes v1.37.2 pkg/registry/resource/utils.go AuthorizedForAdmin reads only that label).
+ADMIN_POLICY = "gpuconform-bed-admin-access-everywhere"
+POLICY_FAULTS = ("admin-access-label",)
 FAULTS = ("omit-last-device", "extra-device", "no-register", "prepare-fails", "wrong-device", "double-inject",
-          "pool-incomplete", "driver-gone", *CONTROLLER_FAULTS)
+          "pool-incomplete", "driver-gone", *CONTROLLER_FAULTS, *POLICY_FAULTS)
+
+
+def admin_policy_objects() -> list[dict]:
+    """The admin-access-label fault's MutatingAdmissionPolicy and its binding."""
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+         "metadata": {"name": ADMIN_POLICY},
+         "spec": {"failurePolicy": "Fail", "reinvocationPolicy": "Never",
+                  "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                          "operations": ["CREATE"], "resources": ["namespaces"]}]},
+                  "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": (
+                      'Object{metadata: Object.metadata{labels: {"resource.kubernetes.io/admin-access": "true"}}}')}}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+         "metadata": {"name": ADMIN_POLICY}, "spec": {"policyName": ADMIN_POLICY}},
+    ]
+
+
+def set_admin_policy(kubectl: Kubectl, on: bool) -> None:
+    """The admin-access-label fault's policy in place (on) or gone; on: waits until a new namespace gets the label
+    (a policy's binding takes effect within about a second)."""
+    if not on:
+        for obj in reversed(admin_policy_objects()):
+            kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], "--ignore-not-found", check=False)
+        return
+    kubectl.apply(*admin_policy_objects())
+
+    def labels_new_namespaces() -> bool:
+        probe = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpuconform-bed-admin-probe"}}
+        out = json.loads(kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(probe)))
+        return ((out.get("metadata") or {}).get("labels") or {}).get("resource.kubernetes.io/admin-access") == "true"
+
+    cluster.wait_for("the admin-access-label policy to label new namespaces", labels_new_namespaces, 30,
+                     "kube-apiserver")
 
 
 def set_controllers(bins: Bins, off: tuple[str, ...]) -> None:
@@ -248,8 +287,13 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
     if fault and fault not in FAULTS:
         raise BedError(f"unknown DRA fault {fault!r} (known: {', '.join(FAULTS)})")
     set_controllers(bins, CONTROLLER_FAULTS.get(fault, ()))
+    set_admin_policy(kubectl, fault == "admin-access-label")
     if fault in CONTROLLER_FAULTS:
         say(f"DRA fault {fault}: kube-controller-manager runs without {', '.join(CONTROLLER_FAULTS[fault])}")
+        fault = ""
+    if fault in POLICY_FAULTS:
+        say(f"DRA fault {fault}: every namespace made from now on is labelled resource.kubernetes.io/admin-access=true "
+            f"(MutatingAdmissionPolicy {ADMIN_POLICY})")
         fault = ""
     cluster.write_state(dra_faults="" if fault == "driver-gone" else fault)
     kubectl("delete", "daemonset", "-n", DRIVER_NS, DRIVER, "--ignore-not-found", "--wait=true")
@@ -286,6 +330,7 @@ def down(bins: Bins, kubectl: Kubectl) -> None:
     """Removes the DRA node: its driver's objects, the Node, then its kubelet and containerd and their state (and
     the claim-controller-off fault)."""
     set_controllers(bins, ())
+    set_admin_policy(kubectl, False)
     for obj in reversed(driver_objects()):
         if obj["kind"] != "Namespace":
             kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], *(

@@ -226,6 +226,13 @@ class NodeCheck:
         """One of this check's claims as it is now (None: deleted)."""
         return self.run.spaces.read_claim(self.namespace(), name)
 
+    def admin_access_trial(self) -> tuple[dict, dict[str, str]]:
+        """The API server's answer to a ResourceClaim asking admin access to the node's DeviceClass in the run's
+        namespace (a server-side dry run; once per run and class: namespaces.py admin_access_trial), and that
+        namespace's labels as stored."""
+        ns = self.namespace()
+        return self.run.spaces.admin_access_trial(ns, self.gpu.device_class), self.run.spaces.labels.get(ns, {})
+
     def end(self, *names: str) -> None:
         """Deletes these pods of the check now (they end; their devices are to be released)."""
         for name in names:

@@ -183,3 +183,49 @@ def release_findings(node: str, name: str, claim: dict | None, waited_s: float) 
                         "after all its pods ended: its devices cannot be allocated to any other claim (is "
                         "kube-controller-manager's resourceclaim-controller running?)")], ev
     return [], dict(ev, released=f"within {waited_s:.1f}s")
+
+
+# kubernetes v1.37.2 pkg/apis/resource/types.go DRAAdminNamespaceLabelKey; enforced by the API server's
+# ResourceClaim(Template) strategy, pkg/registry/resource/utils.go AuthorizedForAdmin: a request with
+# exactly.adminAccess=true is Forbidden unless the claim's namespace carries this label with the value "true"
+ADMIN_LABEL = "resource.kubernetes.io/admin-access"
+
+
+def _asks_admin(claim: dict | None) -> bool:
+    reqs = ((((claim or {}).get("spec") or {}).get("devices") or {}).get("requests")) or []
+    return any(((r.get("exactly") or {}).get("adminAccess")) is True for r in reqs)
+
+
+def admin_access_findings(node: str, namespace: str, labels: dict[str, str], device_class: str,
+                          trial: dict) -> tuple[list[Finding], dict]:
+    """A ResourceClaim asking admin access (exactly.adminAccess: every device of the class, even one allocated to
+    others, made visible to the claim's pods; KEP-5018) in the run's namespace, which the suite made without the
+    admin-access label, must be refused. `trial`: the API server's answer to a dry-run create (namespaces.py
+    admin_access_trial); `labels`: the namespace's labels as the API server stored them.
+
+    Refused (422 naming adminAccess, or 403 from an admission policy) or admitted with adminAccess dropped (the
+    feature off on an older server): passes. Admitted with adminAccess: FAIL-DRA-ADMIN-ACCESS-GRANTED, saying
+    whether the namespace gained the label from something in the cluster or the server does not enforce it. Any
+    other refusal proves nothing either way: ERROR-API with the server's message."""
+    status, message = trial.get("status"), str(trial.get("message") or "")
+    ev = {"namespace": namespace, "device class": device_class, "answer (dry run)": status,
+          f"namespace label {ADMIN_LABEL}": labels.get(ADMIN_LABEL)}
+    if message:
+        ev["message"] = message
+    if status == 403 or (status == 422 and "adminAccess" in message):
+        return [], dict(ev, verdict="refused")
+    if status != 201:
+        return [Finding("ERROR-API", f"{node}: a dry-run ResourceClaim asking admin access to {device_class} in "
+                        f"{namespace} was refused for another reason (HTTP {status}): {message}")], ev
+    if not _asks_admin(trial.get("claim")):
+        return [], dict(ev, verdict="admitted with adminAccess dropped: admin access is off on this API server")
+    asked = (f"{node}: a ResourceClaim asking admin access to every {device_class} device was admitted in "
+             f"namespace {namespace} (server-side dry run), which the suite made without the {ADMIN_LABEL} label")
+    if labels.get(ADMIN_LABEL) == "true":
+        why = (f"; the namespace carries {ADMIN_LABEL}=true all the same: something in the cluster (a mutating "
+               "admission policy or webhook, a namespace template) labels new namespaces, so every namespace it "
+               "labels may see and use devices allocated to other tenants")
+    else:
+        why = (f"; the namespace has no {ADMIN_LABEL}=true label: the API server does not enforce it (a Kubernetes "
+               "release before 1.33, or an admission webhook adding adminAccess after validation)")
+    return [Finding("FAIL-DRA-ADMIN-ACCESS-GRANTED", asked + why)], dict(ev, verdict="admitted with adminAccess")

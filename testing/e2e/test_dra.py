@@ -10,20 +10,16 @@ import json
 import pytest
 from bedtools import KUBECONFIG, run_suite
 
+from gpuconform import catalog
+
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
                                                   reason="local cluster not running (make cluster-up)"),
               pytest.mark.usefixtures("dra_node")]  # conftest.py: the DRA node up for this module
 
 DRA_NODE = "gpu-node-dra"
 # the checks made on the DRA path (gpuconform/catalog.py dra=True); the others say NOTCHECKED-DRA-PATH there
-MADE_ON_DRA = {"test_plugin_pod_is_ready_and_not_crash_looping", "test_gpu_resource_is_in_node_capacity",
-               "test_plugin_socket_exists_in_device_plugins_dir", "test_gpu_operator_validation_passed_on_the_node",
-               "test_advertised_gpus_match_the_pci_hardware", "test_vector_add_succeeds_through_the_plugin",
-               "test_pods_see_exactly_the_gpus_they_request", "test_kubelet_assigned_devices_match_what_the_pod_sees",
-               "test_burst_allocates_every_free_gpu_once_and_one_more_waits",
-               "test_a_shared_claim_gives_its_pods_one_device_and_is_released_after_them",
-               "test_gpu_pod_start_latency_is_under_thresholds"}
-DRA_ONLY = {"test_a_shared_claim_gives_its_pods_one_device_and_is_released_after_them"}
+MADE_ON_DRA = {c.name for c in catalog.CHECKS if c.dra}
+DRA_ONLY = catalog.DRA_ONLY
 
 
 def test_one_run_certifies_the_device_plugin_node_and_the_dra_node(tmp_path):

@@ -492,6 +492,13 @@ def test_a_dra_pod_gets_its_gpus_from_its_own_claim_not_an_extended_resource():
         "nvidia.com/gpu": "1"}
 
 
+def test_only_the_admin_access_trial_claim_asks_admin_access():
+    (req,) = pods.claim("c", "ns", "r1", "gpu.nvidia.com", 1, admin_access=True)["spec"]["devices"]["requests"]
+    assert req["exactly"]["adminAccess"] is True
+    (req,) = pods.claim("c", "ns", "r1", "gpu.nvidia.com", 1)["spec"]["devices"]["requests"]
+    assert "adminAccess" not in req["exactly"]
+
+
 def test_free_devices_on_a_dra_node_are_the_published_less_one_per_claim_of_a_live_pod():
     from gpuconform.counts import free_by_claims
 

@@ -127,3 +127,53 @@ def test_a_claim_is_released_once_its_pods_ended_or_it_is_gone():
     found, _ = verdicts.dra.release_findings("n", "c", claim("gpu-0", name="c"), 30.0)
     assert codes(found) == ["FAIL-DRA-CLAIM-NOT-DEALLOCATED"] and "no longer reserved but still allocated" in \
         found[0].message
+
+
+# The API server's answer to the suite's dry-run admin-access claim, as the bed's v1.37.2 server gave it (namespace
+# without the label), and the claim as it would be stored where admission let it through.
+REFUSED = {"status": 422, "claim": None, "message": 'ResourceClaim.resource.k8s.io "gpuconform-admin-access-r1" is '
+           "invalid: spec.devices.requests[0].adminAccess: Forbidden: admin access to devices requires the "
+           "`resource.kubernetes.io/admin-access: true` label on the containing namespace"}
+
+
+def admitted(admin=True):
+    exactly = {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 1}
+    if admin is not None:
+        exactly["adminAccess"] = admin
+    return {"status": 201, "message": "", "claim": {"spec": {"devices": {"requests": [{"name": "gpu",
+                                                                                      "exactly": exactly}]}}}}
+
+
+def test_admin_access_refused_without_the_namespace_label_passes():
+    found, ev = verdicts.dra.admin_access_findings("n", "gpuconform-r1", {}, DRIVER, REFUSED)
+    assert found == [] and ev["verdict"] == "refused" and "Forbidden" in ev["message"]
+
+
+def test_admin_access_refused_by_an_admission_policy_passes():
+    trial = {"status": 403, "claim": None, "message": "admission webhook \"policy.example.com\" denied the request"}
+    assert verdicts.dra.admin_access_findings("n", "ns", {}, DRIVER, trial)[0] == []
+
+
+def test_admin_access_granted_in_a_namespace_something_labelled_names_that():
+    labels = {"gpuconform.dev/run": "r1", verdicts.dra.ADMIN_LABEL: "true"}
+    found, ev = verdicts.dra.admin_access_findings("n", "gpuconform-r1", labels, DRIVER, admitted())
+    assert codes(found) == ["FAIL-DRA-ADMIN-ACCESS-GRANTED"]
+    assert "carries resource.kubernetes.io/admin-access=true all the same" in found[0].message
+    assert "gpuconform-r1" in found[0].message and ev["verdict"] == "admitted with adminAccess"
+
+
+def test_admin_access_granted_without_the_label_says_the_server_does_not_enforce_it():
+    found, _ = verdicts.dra.admin_access_findings("n", "gpuconform-r1", {}, DRIVER, admitted())
+    assert codes(found) == ["FAIL-DRA-ADMIN-ACCESS-GRANTED"] and "does not enforce it" in found[0].message
+
+
+def test_admin_access_dropped_by_a_server_without_the_feature_passes():
+    for admin in (None, False):
+        found, ev = verdicts.dra.admin_access_findings("n", "ns", {}, DRIVER, admitted(admin))
+        assert found == [] and "dropped" in ev["verdict"]
+
+
+def test_another_refusal_of_the_admin_claim_proves_nothing_and_is_an_error():
+    trial = {"status": 422, "claim": None, "message": 'ResourceClaim "x" is invalid: metadata.name: Invalid value'}
+    found, _ = verdicts.dra.admin_access_findings("n", "ns", {}, DRIVER, trial)
+    assert codes(found) == ["ERROR-API"] and "another reason (HTTP 422)" in found[0].message

@@ -170,3 +170,18 @@ def test_a_shared_claim_gives_its_pods_one_device_and_is_released_after_them(che
     check.note("release", ev)
     check.record("claim_released_s", ev.get("waited s", round(waited, 1)))
     check.hand_over(found)
+
+
+def test_an_admin_access_claim_is_refused_in_a_namespace_without_the_label(check):
+    """MUST (DRA nodes only): a ResourceClaim asking admin access to the node's DeviceClass (exactly.adminAccess,
+    which shows its pods every device of the class, also those allocated to others) is refused in the run's
+    namespace, which carries no resource.kubernetes.io/admin-access=true label. Sent as a server-side dry run:
+    nothing is stored, no device is touched."""
+    check.needs(check.granted("resourceclaims/create"), "create resourceclaims is not granted: admin access is not "
+                                                        "tried (manifests/rbac.yaml)")
+    trial, labels = check.admin_access_trial()
+    found, ev = verdicts.dra.admin_access_findings(check.node, check.namespace(), labels, check.gpu.device_class,
+                                                   trial)
+    check.note("admin access", ev)
+    check.record("admin_access", ev.get("verdict") or f"HTTP {trial.get('status')}")
+    check.hand_over(found)
