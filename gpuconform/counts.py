@@ -512,10 +512,13 @@ def unhealthy_from_log(log: str) -> list[str]:
     return found
 
 
-def free_by_claims(published: int, pods_on_node: list[dict]) -> int:
+def free_by_claims(published: int, pods_on_node: list[dict], extended: str = "") -> int:
     """A DRA node's free devices, estimated without reading claims: the devices its driver publishes less one per
-    ResourceClaim entry of its non-terminal pods (a claim of another driver, or of several devices, makes this an
-    estimate; the scheduler's allocation decides)."""
-    held = sum(len((p.get("spec") or {}).get("resourceClaims") or []) for p in pods_on_node
-               if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+    ResourceClaim entry of its non-terminal pods, and, where the driver serves an extended resource name
+    (`extended`, KEP-5004), less what its pods request of that name (a claim of another driver, or of several
+    devices, makes this an estimate; the scheduler's allocation decides)."""
+    live = [p for p in pods_on_node if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    held = sum(len((p.get("spec") or {}).get("resourceClaims") or []) for p in live)
+    if extended:
+        held += sum(pod_request(p, extended) for p in live)
     return max(published - held, 0)

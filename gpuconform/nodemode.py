@@ -11,6 +11,11 @@ from . import vendors
 from .counts import qty
 
 DEVICE_PLUGIN, DRA, DRA_EXTENDED, NONE = "device-plugin", "dra", "dra-extended-resource", "none"
+DRA_PATHS = (DRA, DRA_EXTENDED)  # a DRA driver serves the node's GPUs: its checks allocate through ResourceClaims
+
+
+def is_dra(path: str) -> bool:
+    return path in DRA_PATHS
 
 WORKLOAD_CONFIG = "nvidia.com/gpu.workload.config"  # GPUOP state_manager.go gpuWorkloadConfigLabelKey
 VM_WORKLOADS = ("vm-passthrough", "vm-vgpu")  # gpuWorkloadConfigVMPassthrough, gpuWorkloadConfigVMVgpu
@@ -36,8 +41,8 @@ class NodeMode:
     @property
     def certified_here(self) -> bool:
         """Whether this suite certifies the node: its GPUs come from a container device plugin or a DRA driver
-        (a DRA driver behind an extended resource name is not checked yet)."""
-        return self.path in (DEVICE_PLUGIN, DRA)
+        (behind an extended resource name or not)."""
+        return self.path in (DEVICE_PLUGIN, *DRA_PATHS)
 
     def to_dict(self) -> dict[str, str]:
         return {"path": self.path, "reason": self.reason, "evidence": self.evidence}
@@ -77,8 +82,10 @@ def _drivers(slices: list[dict]) -> str:
     return ", ".join(sorted({(s.get("spec") or {}).get("driver") or "?" for s in slices}))
 
 
-def _no_container_plugin_label(labels: dict[str, str]) -> tuple[str, str, str] | None:
-    """(path, reason, evidence) when the node's labels say it runs no container device plugin by design."""
+def _no_container_plugin_label(labels: dict[str, str], dra_slices: bool = False) -> tuple[str, str, str] | None:
+    """(path, reason, evidence) when the node's labels say it runs no container device plugin by design. The
+    operator's device-plugin label switched off says nothing more where a GPU DRA driver publishes the node's
+    devices (`dra_slices`: a DRA driver installed beside the operator, its device plugin turned off per node)."""
     if labels.get(DEPLOY_DRA_DRIVER) == "true":
         return (DRA, "the GPU operator serves this node's GPUs with its DRA driver (GPUCluster stack), not a "
                      "device plugin", f"label {DEPLOY_DRA_DRIVER}=true")
@@ -88,7 +95,7 @@ def _no_container_plugin_label(labels: dict[str, str]) -> tuple[str, str, str] |
         return (NONE, f"GPUs reserved for virtual machines ({workload}): the GPU operator runs its sandbox device "
                       f"plugin ({SANDBOX_PLUGIN}) here, no container device plugin",
                 f"label {WORKLOAD_CONFIG}={workload}" + (f", {sandbox}=true" if sandbox else ""))
-    if labels.get(DEPLOY_DEVICE_PLUGIN) == "false":
+    if labels.get(DEPLOY_DEVICE_PLUGIN) == "false" and not dra_slices:
         return (NONE, "the device plugin is switched off on this node by its GPU operator deploy label",
                 f"label {DEPLOY_DEVICE_PLUGIN}=false")
     return None
@@ -102,10 +109,11 @@ def allocation_path(labels: dict[str, str], capacity: dict[str, str], allocatabl
        (a DRA extended-resource mapping does not show in capacity). It stays device-plugin with ResourceSlices or a
        label saying otherwise beside it (said in the reason), unless such a label is there and nothing of it is
        allocatable (what a removed plugin leaves behind).
-    2. A label saying the node runs no container plugin by design -> dra or none.
-    3. ResourceSlices of the vendor's GPU DRA driver for the node -> dra, or dra-extended-resource when a
-       DeviceClass puts that driver behind the vendor's GPU resource name (`extended`: extended_classes); another
-       driver's slices are only noted.
+    2. A label saying the node runs no container plugin by design -> dra or none (the device plugin switched off
+       by label where the GPU DRA driver publishes the node's devices: as 3).
+    3. ResourceSlices of the vendor's GPU DRA driver for the node -> dra; another driver's slices are only noted.
+    A dra node whose driver a DeviceClass puts behind the vendor's GPU resource name (`extended`:
+    extended_classes; NVIDIA's chart does for gpu.nvidia.com on resource.k8s.io/v1) is dra-extended-resource.
     4. Otherwise device-plugin: a GPU node whose plugin never registered is certified, so that failure is reported.
     """
     labels, capacity, allocatable = labels or {}, capacity or {}, allocatable or {}
@@ -113,7 +121,7 @@ def allocation_path(labels: dict[str, str], capacity: dict[str, str], allocatabl
     others = [s for s in slices if (s.get("spec") or {}).get("driver") not in GPU_DRA_DRIVERS.get(vendor, ())]
     slices = [s for s in slices if s not in others]
     advertised = {k: v for k, v in capacity.items() if vendors.is_gpu_resource(vendor, k) and (qty(v) or 0) > 0}
-    by_label = _no_container_plugin_label(labels)
+    by_label = _no_container_plugin_label(labels, bool(slices))
     live = any((qty(allocatable.get(k)) or 0) > 0 for k in advertised)
     shown = ", ".join(f"{k}={v}" for k, v in sorted(advertised.items()))
     if advertised and (live or by_label is None):
@@ -125,14 +133,18 @@ def allocation_path(labels: dict[str, str], capacity: dict[str, str], allocatabl
         return NodeMode(DEVICE_PLUGIN, "a device plugin advertises the node's GPUs"
                         + (f" ({'; '.join(notes)})" if notes else ""), f"capacity {shown}")
     stale = f"; capacity {shown} with none allocatable is left from an earlier plugin" if advertised else ""
+    behind = next((extended[d] for d in sorted({(s.get("spec") or {}).get("driver") for s in slices})
+                   if d in (extended or {})), None)
     if by_label is not None:
         path, reason, evidence = by_label
         if slices:
             reason += f"; {len(slices)} ResourceSlice(s) of {_drivers(slices)}"
+        if path == DRA and behind is not None:
+            return NodeMode(DRA_EXTENDED, reason + f"; DeviceClass {behind[0]} serves pods requesting {behind[1]} "
+                            f"from it (extended resource){stale}", f"{evidence}; DeviceClass {behind[0]} "
+                            f"extendedResourceName={behind[1]}")
         return NodeMode(path, reason + stale, evidence)
     if slices:
-        behind = next((extended[d] for d in sorted({(s.get("spec") or {}).get("driver") for s in slices})
-                       if d in (extended or {})), None)
         if behind is not None:
             return NodeMode(DRA_EXTENDED, f"a DRA driver ({_drivers(slices)}) publishes this node's devices and serves "
                                           f"pods requesting {behind[1]} through DeviceClass {behind[0]} (extended "

@@ -52,6 +52,9 @@ class GpuNode:
     # On the DRA path: the GPU DRA driver and the DeviceClass the checks' claims name (the vendor's GPU class)
     dra_driver: str = ""
     device_class: str = ""
+    # dra-extended-resource: the resource name (nvidia.com/gpu) pods may request instead of a claim, which the
+    # scheduler turns into a claim of device_class (KEP-5004); "" elsewhere
+    extended_resource: str = ""
 
     @property
     def usable(self) -> bool:

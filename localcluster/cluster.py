@@ -1041,7 +1041,7 @@ def main(argv: list[str]) -> int:
     try:
         if len(argv) == 2 and argv[0] == "fault":
             return faults.apply(argv[1]) or 0
-        if argv[:1] == ["dra"] and len(argv) in (2, 3) and argv[1] in ("up", "down", "fault"):
+        if argv[:1] == ["dra"] and len(argv) in (2, 3) and argv[1] in ("up", "down", "fault", "shape"):
             import dranode
 
             bins = build()
@@ -1049,6 +1049,8 @@ def main(argv: list[str]) -> int:
                 dranode.up(bins, Kubectl(bins))
             elif argv[1] == "down":
                 dranode.down(bins, Kubectl(bins))
+            elif argv[1] == "shape":
+                dranode.set_shape(bins, Kubectl(bins), argv[2] if len(argv) == 3 else "")
             else:
                 dranode.set_fault(bins, Kubectl(bins), argv[2] if len(argv) == 3 else "")
             return 0

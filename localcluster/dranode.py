@@ -39,6 +39,27 @@ IMAGES_DRA = {"driver": "localhost/gpuconform/gpu-dra-driver:sim"}
 # sets; docs/vendors.md), plus NFD's PCI label and GFD's presence label.
 LABELS = {"nvidia.com/gpu.present": "true", "feature.node.kubernetes.io/pci-10de.present": "true",
           "nvidia.com/gpu.deploy.dra-driver": "true", "nvidia.com/gpu.deploy.device-plugin": "false"}
+# How the driver is installed (`dra shape NAME`; state key dra_shape):
+# - operator (default): the GPU operator's DRA stack (LABELS; its DaemonSet selects nvidia.com/gpu.deploy.dra-driver)
+#   with the chart's DeviceClass, which on resource.k8s.io/v1 puts gpu.nvidia.com behind nvidia.com/gpu
+#   (NVIDIA/k8s-dra-driver-gpu deployments/helm/nvidia-dra-driver-gpu/templates/deviceclass-gpu.yaml, read at
+#   jgehrcke/k8s-dra-driver-gpu d7b7d1ec: `extendedResourceName: nvidia.com/gpu` when the API version is v1): the
+#   suite names the node dra-extended-resource;
+# - helm-plain: the driver's own chart on a node whose operator device plugin is switched off by label (its
+#   kubeletPlugin.nodeSelector naming the node), and a DeviceClass without extendedResourceName (as the chart
+#   renders it for resource.k8s.io/v1beta1 and v1beta2, and as drivers without the bridge publish): plain dra.
+SHAPES = ("operator", "helm-plain")
+HELM_LABELS = {"nvidia.com/gpu.present": "true", "feature.node.kubernetes.io/pci-10de.present": "true",
+               "nvidia.com/gpu.deploy.device-plugin": "false"}
+
+
+def shape() -> str:
+    return cluster.read_state().get("dra_shape") or SHAPES[0]
+
+
+def node_labels() -> dict[str, str]:
+    """The DRA node's labels in its shape; the ones of the other shape are removed (`key-`)."""
+    return LABELS if shape() == "operator" else HELM_LABELS
 
 
 def wanted() -> bool:
@@ -144,12 +165,14 @@ def driver_objects() -> list[dict]:
          "subjects": [{"kind": "ServiceAccount", "name": DRIVER, "namespace": DRIVER_NS}]},
         {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
          "spec": {"selectors": [{"cel": {"expression":
-                  "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}},
+                  "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],
+                  **({"extendedResourceName": "nvidia.com/gpu"} if shape() == "operator" else {})}},
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": DRIVER, "namespace": DRIVER_NS,
                                                                     "labels": labels},
          "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
              "serviceAccountName": DRIVER, "priorityClassName": "system-node-critical",
-             "nodeSelector": {"nvidia.com/gpu.deploy.dra-driver": "true"},
+             "nodeSelector": ({"nvidia.com/gpu.deploy.dra-driver": "true"} if shape() == "operator"
+                              else {"kubernetes.io/hostname": NODE}),
              "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
              "terminationGracePeriodSeconds": 5,
              "containers": [{"name": "gpus", "image": IMAGES_DRA["driver"], "imagePullPolicy": "IfNotPresent",
@@ -206,7 +229,7 @@ def start(bins: Bins, ip: str, kubectl: Kubectl, archives: list[Path]) -> None:
                                   f"--config={kubelet_config(ip)}", f"--kubeconfig={PKI / 'kubelet-dra.kubeconfig'}",
                                   f"--hostname-override={NODE}", f"--node-ip={ip}", "--v=1"])
     cluster.wait_for(f"node {NODE} Ready", lambda: cluster.node_ready(kubectl, NODE), 120, "kubelet-dra")
-    kubectl("label", "node", NODE, "--overwrite", *(f"{k}={v}" for k, v in LABELS.items()))
+    label_node(kubectl)
     kubectl.apply(*driver_objects())
     cluster.wait_for(f"the DRA driver's ResourceSlice for {NODE}", lambda: slice_devices(kubectl) > 0, 90,
                      "kubelet-dra")
@@ -312,6 +335,25 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
         say(f"(kube-controller-manager without {', '.join(cluster.read_state()['kcm_off'])})")
 
 
+def label_node(kubectl: Kubectl) -> None:
+    own = node_labels()
+    gone = [f"{k}-" for k in {**LABELS, **HELM_LABELS} if k not in own]
+    kubectl("label", "node", NODE, "--overwrite", *(f"{k}={v}" for k, v in own.items()), *gone)
+
+
+def set_shape(bins: Bins, kubectl: Kubectl, name: str) -> None:
+    """Re-installs the driver in shape `name` (SHAPES; "" = the default): the node's labels, the DeviceClass and
+    the DaemonSet's selector, then the healthy driver (set_fault "")."""
+    name = name or SHAPES[0]
+    if name not in SHAPES:
+        raise BedError(f"unknown DRA shape {name!r} (known: {', '.join(SHAPES)})")
+    cluster.write_state(dra_shape=name)
+    label_node(kubectl)
+    kubectl("delete", "deviceclass", "gpu.nvidia.com", "--ignore-not-found")  # apply would keep a dropped field
+    set_fault(bins, kubectl, "")
+    say(f"DRA node {NODE} in shape {name}")
+
+
 def is_up(kubectl: Kubectl) -> bool:
     """The DRA node runs (its kubelet and containerd) and its driver publishes: `up` leaves it as it is."""
     return bool(cluster.read_state().get("dra") and cluster.pid_of("kubelet-dra") and cluster.pid_of("containerd-dra")
@@ -340,7 +382,7 @@ def down(bins: Bins, kubectl: Kubectl) -> None:
     stopped = stop_all()
     kubectl("delete", "node", NODE, "--ignore-not-found", check=False)
     cleaned = clean_host_state()
-    cluster.write_state(dra=False, dra_faults="")
+    cluster.write_state(dra=False, dra_faults="", dra_shape="")
     say(f"DRA node {NODE} removed (stopped {', '.join(stopped) or 'nothing'}; {', '.join(cleaned) or 'no state'})")
 
 

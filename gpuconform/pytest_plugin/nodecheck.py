@@ -75,7 +75,7 @@ class NodeCheck:
     def dra(self) -> bool:
         """The node's GPUs are served by a DRA driver (gpuconform/nodemode.py): its checks' pods get GPUs through
         ResourceClaims of the driver's DeviceClass."""
-        return self.gpu.path == nodemode.DRA
+        return nodemode.is_dra(self.gpu.path)
 
     def on_its_path(self) -> None:
         """Not checked (NOTCHECKED-DRA-PATH) on a DRA node for a check not made on that path yet (catalog.py)."""
@@ -143,7 +143,8 @@ class NodeCheck:
         free (they hold a device but no exclusive CPU: they fragment nothing)."""
         hand_over(verdicts.unusable(self.gpu, need))
         node, on_node = self.node_object(), self.pods_on_node()
-        free = (lambda ps: counts.free_by_claims(self.gpu.advertised or 0, ps)) if self.dra else (
+        free = (lambda ps: counts.free_by_claims(self.gpu.advertised or 0, ps, self.gpu.extended_resource)) \
+            if self.dra else (
             lambda ps: counts.free_gpus(node, self.resource, ps))
         hand_over(verdicts.busy(self.gpu, free(on_node), need))
         if beside_run_long:
@@ -179,6 +180,11 @@ class NodeCheck:
         return pods.probe_pod(self.pod_name(tag), self.namespace(), self.run_id, role, self.node, self.cfg, gpus, **kw)
 
     def vector_add_pod(self) -> dict:
+        """The CUDA sample for one GPU. On dra-extended-resource it requests the extended resource name, as the
+        workloads that never name a claim do (the scheduler makes the claim: KEP-5004), not a claim template."""
+        if self.gpu.extended_resource:
+            return pods.vector_add_pod(self.pod_name("vectoradd"), self.namespace(), self.run_id, self.node, self.cfg,
+                                       self.timeouts.pod_complete, self.gpu.extended_resource)
         return pods.vector_add_pod(self.pod_name("vectoradd"), self.namespace(), self.run_id, self.node, self.cfg,
                                    self.timeouts.pod_complete, self.resource, self._claim(1))
 

@@ -6,9 +6,10 @@ DRA_MATRIX). Needs `make cluster-up`."""
 from __future__ import annotations
 
 import json
+from xml.etree import ElementTree
 
 import pytest
-from bedtools import KUBECONFIG, run_suite
+from bedtools import KUBECONFIG, bed, run_suite
 
 from gpuconform import catalog
 
@@ -22,12 +23,33 @@ MADE_ON_DRA = {c.name for c in catalog.CHECKS if c.dra}
 DRA_ONLY = catalog.DRA_ONLY
 
 
-def test_one_run_certifies_the_device_plugin_node_and_the_dra_node(tmp_path):
-    rc, s = run_suite(tmp_path)
+def test_one_run_certifies_the_device_plugin_node_and_the_dra_node_behind_the_extended_resource(tmp_path):
+    """The operator's DRA stack with the chart's DeviceClass (extendedResourceName nvidia.com/gpu on
+    resource.k8s.io/v1): the node is dra-extended-resource, and vector-add requests nvidia.com/gpu there."""
+    junit = tmp_path / "junit.xml"
+    certified(tmp_path, "dra-extended-resource", "--junitxml", str(junit))
+    through = [p.get("value", "") for p in ElementTree.parse(junit).iter("property") if p.get("name") == "allocated_through"]
+    assert through and through[0].startswith("nvidia.com/gpu (extended resource, KEP-5004): ResourceClaim vectoradd-"), through
+
+
+def test_a_dra_driver_without_the_extended_resource_beside_the_operators_plugin_switched_off_is_certified(tmp_path):
+    """The driver's own chart on a node whose operator device plugin is switched off by label, its DeviceClass
+    without extendedResourceName: the node is plain dra (once left out as `none` by the label)."""
+    bed("dra", "shape", "helm-plain")
+    try:
+        certified(tmp_path, "dra")
+    finally:
+        bed("dra", "shape", "operator")
+
+
+def certified(tmp_path, path: str, *args: str) -> dict:
+    """One zero-config run certifies gpu-node-0 (device plugin) and the DRA node on `path`; every check made on
+    the DRA path passes there and the others say NOTCHECKED-DRA-PATH."""
+    rc, s = run_suite(tmp_path, *args)
     assert rc == 0 and s["exit_status"] == 0, json.dumps([r for r in s["results"] if r["outcome"] != "passed"])
     assert DRA_NODE in s["certified_nodes"] and "gpu-node-0" in s["certified_nodes"]
     paths = s["environment"]["allocation paths (GPU nodes)"]
-    assert paths.startswith("device-plugin 1 (certified here), dra 1 (certified here)"), paths
+    assert paths.startswith(f"device-plugin 1 (certified here), {path} 1 (certified here)"), paths
     on_dra = {r["check"]: r for r in s["results"] if r["node"] == DRA_NODE}
     assert {c for c, r in on_dra.items() if r["outcome"] == "passed"} == MADE_ON_DRA
     assert all(r["reason"] == "NOTCHECKED-DRA-PATH" for c, r in on_dra.items() if c not in MADE_ON_DRA)
@@ -36,3 +58,4 @@ def test_one_run_certifies_the_device_plugin_node_and_the_dra_node(tmp_path):
     assert not [r for r in s["results"] if r["node"] == "gpu-node-0" and r["check"] in DRA_ONLY]
     lat = {x["node"]: x for x in s["latency"]}
     assert lat[DRA_NODE]["path"] == "dra" and lat[DRA_NODE]["allocate"]["step"] == "kubelet NodePrepareResources"
+    return s

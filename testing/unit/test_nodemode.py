@@ -264,9 +264,29 @@ def test_discovery_reads_the_device_classes_once_where_slices_exist(monkeypatch)
     classes = pages([GPU_CLASS, MIG_CLASS], 100)
     inv = inventory(monkeypatch, pages(NO_PLUGIN["resourceslices"], 2), classes)
     inv.discover()
-    out = {x.name: x for x in inv.left_out}
-    assert out["gpu-dra-slices-0"].path == nodemode.DRA_EXTENDED
+    assert inv.paths["gpu-dra-slices-0"] == nodemode.DRA_EXTENDED  # certified, on the DRA path
+    assert "gpu-dra-slices-0" not in {x.name for x in inv.left_out}
+    g = inv.node("gpu-dra-slices-0")
+    assert (g.dra_driver, g.device_class, g.extended_resource) == ("gpu.nvidia.com", "gpu.nvidia.com", "nvidia.com/gpu")
     assert len(classes.calls) == 1 and "gpu.nvidia.com->nvidia.com/gpu" in inv.dra
+
+
+def test_the_operators_dra_node_behind_the_extended_resource_name_is_dra_extended_resource():
+    labels = {"nvidia.com/gpu.present": "true", nodemode.DEPLOY_DRA_DRIVER: "true", nodemode.DEPLOY_DEVICE_PLUGIN: "false"}
+    gpu = [{"spec": {"driver": "gpu.nvidia.com", "nodeName": "n"}}]
+    mode = nodemode.allocation_path(labels, {}, {}, gpu, "nvidia", nodemode.extended_classes([GPU_CLASS], "nvidia"))
+    assert mode.path == nodemode.DRA_EXTENDED and mode.certified_here
+    assert f"label {nodemode.DEPLOY_DRA_DRIVER}=true" in mode.evidence and "extendedResourceName" in mode.evidence
+    assert nodemode.allocation_path(labels, {}, {}, gpu, "nvidia", {}).path == nodemode.DRA
+
+
+def test_a_dra_driver_beside_the_operators_device_plugin_switched_off_is_dra_not_none():
+    labels = {"nvidia.com/gpu.present": "true", nodemode.DEPLOY_DEVICE_PLUGIN: "false"}
+    gpu = [{"spec": {"driver": "gpu.nvidia.com", "nodeName": "n"}}]
+    assert nodemode.allocation_path(labels, {}, {}, gpu, "nvidia").path == nodemode.DRA
+    assert nodemode.allocation_path(labels, {}, {}, [], "nvidia").path == nodemode.NONE  # no driver: switched off
+    other = [{"spec": {"driver": "dra.net.example.com", "nodeName": "n"}}]
+    assert nodemode.allocation_path(labels, {}, {}, other, "nvidia").path == nodemode.NONE
 
 
 def test_without_device_classes_dra_nodes_are_plain_dra_and_the_report_says_why(monkeypatch):

@@ -506,3 +506,33 @@ def test_free_devices_on_a_dra_node_are_the_published_less_one_per_claim_of_a_li
     done = {"spec": {"resourceClaims": [{"name": "gpus"}]}, "status": {"phase": "Succeeded"}}
     assert free_by_claims(2, [live, done, {"spec": {}}]) == 1
     assert free_by_claims(1, [live, live]) == 0
+
+
+def test_free_devices_behind_an_extended_resource_name_count_the_pods_requesting_it():
+    from gpuconform.counts import free_by_claims
+
+    legacy = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]}, "status": {"phase": "Running"}}
+    claim = {"spec": {"resourceClaims": [{"name": "gpus"}]}, "status": {"phase": "Running"}}
+    assert free_by_claims(4, [legacy, claim], "nvidia.com/gpu") == 2
+    assert free_by_claims(4, [legacy, claim]) == 3  # a plain DRA node: no extended resource is served there
+
+
+def test_vector_add_on_a_dra_extended_resource_node_requests_the_extended_name(monkeypatch):
+    from gpuconform import nodes
+    from gpuconform.pytest_plugin import nodecheck
+
+    cfg = gconfig.load(None, environ={})
+    gpu = nodes.GpuNode("n1", True, True, 2, 2, (), resource="gpu.nvidia.com", path="dra-extended-resource",
+                        dra_driver="gpu.nvidia.com", device_class="gpu.nvidia.com", extended_resource="nvidia.com/gpu")
+
+    class Run:
+        def __init__(self):
+            self.cfg, self.run_id = cfg, "r1"
+            self.inventory = type("I", (), {"node": lambda _self, name: gpu})()
+            self.spaces = type("S", (), {"ensure": lambda _self, privileged=False: "gpuconform-r1"})()
+
+    check = nodecheck.NodeCheck.__new__(nodecheck.NodeCheck)
+    check.run, check.node, check.cfg, check.run_id, check.timeouts = Run(), "n1", cfg, "r1", cfg.timeouts
+    p = check.vector_add_pod()
+    assert p["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert "resourceClaims" not in p["spec"] and check.dra

@@ -10,10 +10,17 @@ from gpuconform.reasons import EnvironmentProblem
 @pytest.mark.gpus(1)
 def test_vector_add_succeeds_through_the_plugin(check):
     """MUST: a pod requesting one device of the node's GPU resource (a whole GPU, a time-sliced replica or a MIG
-    device) runs the CUDA vector-add sample to 'Test PASSED' with exit code 0."""
+    device) runs the CUDA vector-add sample to 'Test PASSED' with exit code 0. On a node whose DRA driver serves
+    an extended resource name (dra-extended-resource) the pod requests that name, as workloads written for device
+    plugins do, and the scheduler makes its claim."""
     check.needs_nvidia_tooling("the CUDA vector-add sample")
     check.needs_free_gpus(1)
     name, state = check.run_to_completion(check.vector_add_pod())
+    if check.gpu.extended_resource:  # the audit trail: which claim the scheduler made for the extended resource
+        made = ((state or {}).get("status") or {}).get("extendedResourceClaimStatus") or {}
+        check.record("allocated_through", f"{check.gpu.extended_resource} (extended resource, KEP-5004): "
+                     f"ResourceClaim {made.get('resourceClaimName') or '(not recorded)'} of DeviceClass "
+                     f"{check.gpu.device_class}")
     check.hand_over(verdicts.vector_add_findings(check.node, name, check.resource, check.log(name),
                                                  pods.exit_code(state)))
 
