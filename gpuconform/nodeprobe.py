@@ -20,16 +20,24 @@ NVIDIA = "0x10de"
 # ------------------------------------------------------------------ protobuf wire format
 
 # The PodResources v1 messages this probe reads: message -> {field number: (name, kind, repeated)}, kind being
-# "string", "int64" or another message of this table. Field numbers from k8s.io/kubelet (v0.34.4)
-# pkg/apis/podresources/v1/api.proto. Fields not listed (memory, dynamic_resources, ...) are skipped, as
-# protobuf skips unknown fields; cpu_ids are decoded (packed int64) but not reported.
+# "string", "int64" or another message of this table. Field numbers from k8s.io/kubelet (v0.34.4; v0.37.2 for
+# dynamic_resources: field 5 of ContainerResources, filled by kubelets with KubeletPodResourcesDynamicResources,
+# beta and on since 1.34, GA since 1.36) pkg/apis/podresources/v1/api.proto. Fields not listed (memory, a
+# ClaimResource's share_id, ...) are skipped, as protobuf skips unknown fields; cpu_ids are decoded (packed int64)
+# but not reported.
 PROTO: dict[str, dict[int, tuple[str, str, bool]]] = {
     "ListPodResourcesResponse": {1: ("pod_resources", "PodResources", True)},
     "AllocatableResourcesResponse": {1: ("devices", "ContainerDevices", True), 2: ("cpu_ids", "int64", True)},
     "PodResources": {1: ("name", "string", False), 2: ("namespace", "string", False),
                      3: ("containers", "ContainerResources", True)},
     "ContainerResources": {1: ("name", "string", False), 2: ("devices", "ContainerDevices", True),
-                           3: ("cpu_ids", "int64", True)},
+                           3: ("cpu_ids", "int64", True), 5: ("dynamic_resources", "DynamicResource", True)},
+    # field 1 (class_name) is a tombstone since 1.31: claims are no longer tied to one class
+    "DynamicResource": {2: ("claim_name", "string", False), 3: ("claim_namespace", "string", False),
+                        4: ("claim_resources", "ClaimResource", True)},
+    "ClaimResource": {1: ("cdi_devices", "CDIDevice", True), 2: ("driver_name", "string", False),
+                      3: ("pool_name", "string", False), 4: ("device_name", "string", False)},
+    "CDIDevice": {1: ("name", "string", False)},
     "ContainerDevices": {1: ("resource_name", "string", False), 2: ("device_ids", "string", True),
                          3: ("topology", "TopologyInfo", False)},
     "TopologyInfo": {1: ("nodes", "NUMANode", True)},
@@ -130,10 +138,25 @@ def _devices(devices: list[dict]) -> list[dict]:
              "numa": [n["ID"] for n in (dev["topology"] or {}).get("nodes", [])]} for dev in devices]
 
 
+def _claims(dynamic: list[dict]) -> list[dict]:
+    """DynamicResource messages -> the report's {"claim": namespace/name, "devices": [{"driver", "pool", "device",
+    "cdi"}]}."""
+    return [{"claim": f"{d['claim_namespace']}/{d['claim_name']}",
+             "devices": [{"driver": r["driver_name"], "pool": r["pool_name"], "device": r["device_name"],
+                          "cdi": [x["name"] for x in r["cdi_devices"]]} for r in d["claim_resources"]]}
+            for d in dynamic]
+
+
+def _container(c: dict) -> dict:
+    out = {"name": c["name"], "devices": _devices(c["devices"])}
+    if c["dynamic_resources"]:  # only where the kubelet reports DRA claims (a device-plugin node's report is as before)
+        out["claims"] = _claims(c["dynamic_resources"])
+    return out
+
+
 def parse_list(buf: bytes) -> list[dict]:
     """A ListPodResourcesResponse -> the report's pods."""
-    return [{"namespace": p["namespace"], "name": p["name"],
-             "containers": [{"name": c["name"], "devices": _devices(c["devices"])} for c in p["containers"]]}
+    return [{"namespace": p["namespace"], "name": p["name"], "containers": [_container(c) for c in p["containers"]]}
             for p in decode(buf, "ListPodResourcesResponse")["pod_resources"]]
 
 

@@ -229,3 +229,43 @@ def admin_access_findings(node: str, namespace: str, labels: dict[str, str], dev
         why = (f"; the namespace has no {ADMIN_LABEL}=true label: the API server does not enforce it (a Kubernetes "
                "release before 1.33, or an admission webhook adding adminAccess after validation)")
     return [Finding("FAIL-DRA-ADMIN-ACCESS-GRANTED", asked + why)], dict(ev, verdict="admitted with adminAccess")
+
+
+def kubelet_claims(report: dict, namespace: str, pod: str, container: str) -> list[dict] | None:
+    """The claims the kubelet's PodResources List records for one container (`dynamic_resources`, nodeprobe.py:
+    [{"claim": ns/name, "devices": [{"driver", "pool", "device", "cdi"}]}]); None when List does not show the pod."""
+    for p in (report.get("podResources") or {}).get("pods", []):
+        if p.get("namespace") == namespace and p.get("name") == pod:
+            return next((list(c.get("claims") or []) for c in p.get("containers", []) if c.get("name") == container),
+                        [])
+    return None
+
+
+def kubelet_claim_findings(node: str, report: dict, namespace: str, pod: str, container: str, driver: str,
+                           claims: list[dict]) -> tuple[list[Finding], dict]:
+    """The kubelet's own record of a DRA pod's container (PodResources List `dynamic_resources`, field 5 of
+    ContainerResources: kubernetes v1.37.2 pkg/kubelet/apis/podresources/server_v1.go, from the claims it
+    prepared) names the devices its ResourceClaims were allocated (their status, as the scheduler wrote it):
+    FAIL-DRA-WRONG-DEVICE when it records other devices or none. A kubelet that reports no dynamic resources for
+    any container (KubeletPodResourcesDynamicResources off: alpha before 1.34) gives NOTCHECKED-OPTIONAL."""
+    pr, err = _part(report, "podResources")
+    if err:
+        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: the kubelet's PodResources List not read: {err}")], {}
+    want = sorted(f"{r.get('pool')}/{r.get('device')}" for r in claim_results(claims, driver))
+    got = kubelet_claims(report, namespace, pod, container)
+    recorded = sorted(f"{d.get('pool')}/{d.get('device')}" for c in got or [] for d in c.get("devices") or []
+                      if d.get("driver") == driver)
+    ev = {"claims allocated (pool/device)": want, "kubelet records (pool/device)": recorded,
+          "kubelet's claims": got}
+    if got is None:
+        return [Finding("FAIL-DRA-WRONG-DEVICE", f"{node}: the kubelet's PodResources List has no pod "
+                        f"{namespace}/{pod}, which runs with a {driver} claim")], ev
+    if not got and not any(c.get("claims") for p in pr.get("pods", []) for c in p.get("containers", [])):
+        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: the kubelet reports no dynamic resources for any container "
+                        "(KubeletPodResourcesDynamicResources off: on by default since Kubernetes 1.34)")], ev
+    if recorded != want:
+        return [Finding("FAIL-DRA-WRONG-DEVICE", f"{node}: the kubelet records {', '.join(recorded) or 'no device'} "
+                        f"for {namespace}/{pod}/{container} (PodResources dynamic_resources), but its claims were "
+                        f"allocated {', '.join(want) or 'nothing'}: the kubelet prepared other devices than the "
+                        "scheduler allocated")], ev
+    return [], ev

@@ -435,3 +435,25 @@ def test_module_runs_as_a_program(tmp_path):
                        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=60)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["podResources"]["error"] == f"no socket at {tmp_path / 's'}"
+
+
+def dynamic_resource(namespace: str, claim: str, *devices: tuple[str, str, str, str]) -> bytes:
+    """DynamicResource (claim_name = 2, claim_namespace = 3, claim_resources = 4) with ClaimResources
+    (cdi_devices = 1 of CDIDevice.name = 1, driver_name = 2, pool_name = 3, device_name = 4)."""
+    res = b"".join(ld(4, ld(1, string(1, cdi)) + string(2, drv) + string(3, pool) + string(4, dev))
+                   for drv, pool, dev, cdi in devices)
+    return string(2, claim) + string(3, namespace) + res
+
+
+def test_list_response_with_a_dra_claim_of_a_container():
+    """ContainerResources.dynamic_resources = 5 (v1.37.2 api.proto): the claim and its prepared devices."""
+    ctr = string(1, "probe") + ld(5, dynamic_resource("gpuconform-r1", "record-gpu-node-dra-gpus-x7k2q",
+                                                      ("gpu.nvidia.com", "gpu-node-dra", "gpu-1",
+                                                       "k8s.gpu.nvidia.com/claim=4d1e-gpu-1")))
+    (p,) = parse_list(list_response(pod("gpuconform-r1", "record-gpu-node-dra", ctr)))
+    assert p["containers"] == [{"name": "probe", "devices": [], "claims": [
+        {"claim": "gpuconform-r1/record-gpu-node-dra-gpus-x7k2q", "devices": [
+            {"driver": "gpu.nvidia.com", "pool": "gpu-node-dra", "device": "gpu-1",
+             "cdi": ["k8s.gpu.nvidia.com/claim=4d1e-gpu-1"]}]}]}]
+    (plain,) = parse_list(list_response(pod("ns", "p", container("main"))))
+    assert "claims" not in plain["containers"][0]  # a device-plugin node's report keeps its shape

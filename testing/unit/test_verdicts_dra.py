@@ -177,3 +177,39 @@ def test_another_refusal_of_the_admin_claim_proves_nothing_and_is_an_error():
     trial = {"status": 422, "claim": None, "message": 'ResourceClaim "x" is invalid: metadata.name: Invalid value'}
     found, _ = verdicts.dra.admin_access_findings("n", "ns", {}, DRIVER, trial)
     assert codes(found) == ["ERROR-API"] and "another reason (HTTP 422)" in found[0].message
+
+
+def pr_report(*devices, container="probe", pod="record-gpu-node-dra", claims_key=True):
+    c = {"name": container, "devices": []}
+    if claims_key:
+        c["claims"] = [{"claim": "gpuconform-r1/record-gpu-node-dra-gpus-x7k2q", "devices": [
+            {"driver": DRIVER, "pool": "gpu-node-dra", "device": d, "cdi": []} for d in devices]}]
+    return {"podResources": {"pods": [{"namespace": "gpuconform-r1", "name": pod, "containers": [c]}]}}
+
+
+ALLOCATED = [{"metadata": {"name": "record-gpu-node-dra-gpus-x7k2q"}, "status": {"allocation": {"devices": {
+    "results": [{"request": "gpu", "driver": DRIVER, "pool": "gpu-node-dra", "device": "gpu-1"}]}}}}]
+
+
+def kubelet_claim(report):
+    return verdicts.dra.kubelet_claim_findings("n", report, "gpuconform-r1", "record-gpu-node-dra", "probe", DRIVER,
+                                               ALLOCATED)
+
+
+def test_the_kubelets_record_of_the_claim_matching_its_allocation_passes():
+    found, ev = kubelet_claim(pr_report("gpu-1"))
+    assert found == [] and ev["kubelet records (pool/device)"] == ["gpu-node-dra/gpu-1"]
+
+
+def test_the_kubelet_recording_another_device_than_allocated_is_a_wrong_device():
+    found, _ = kubelet_claim(pr_report("gpu-0"))
+    assert codes(found) == ["FAIL-DRA-WRONG-DEVICE"] and "records gpu-node-dra/gpu-0" in found[0].message
+    found, _ = kubelet_claim(pr_report(pod="someone-else"))
+    assert codes(found) == ["FAIL-DRA-WRONG-DEVICE"] and "has no pod" in found[0].message
+
+
+def test_a_kubelet_without_dynamic_resources_in_podresources_is_not_checked():
+    found, _ = kubelet_claim(pr_report(claims_key=False))
+    assert codes(found) == ["NOTCHECKED-OPTIONAL"] and "KubeletPodResourcesDynamicResources" in found[0].message
+    found, _ = kubelet_claim({"podResources": {"error": "connection refused"}})
+    assert codes(found) == ["NOTCHECKED-OPTIONAL"]

@@ -58,7 +58,8 @@ def test_kubelet_assigned_devices_match_what_the_pod_sees(check):
     List, read by the optional node probe) are the devices the container sees (GPU or MIG UUIDs in nvidia-smi; a
     time-sliced replica by its GPU), and no device ID is assigned to two containers at once across every pod on
     the node. On a DRA node: the devices the pod's ResourceClaim was allocated (its status, through the slices'
-    uuid attribute) are those the container sees."""
+    uuid attribute) are those the container sees, and, with the node probe, those the kubelet's PodResources List
+    records for the container (dynamic_resources)."""
     check.needs_nvidia_tooling("matching the kubelet's device IDs to nvidia-smi UUIDs")
     if check.dra:  # the record of a DRA pod's devices is its claim's allocation (the API; no node probe)
         check.needs(check.granted("resourceclaims"), "get resourceclaims is not granted: a DRA pod's allocation "
@@ -67,9 +68,17 @@ def test_kubelet_assigned_devices_match_what_the_pod_sees(check):
         holder = check.start(check.probe_pod("record", "kubelet-record", 1, hold_s=timing.POD_HOLD_S))
         check.wait_running(holder)
         seen = verdicts.Seen.from_log(holder, 1, check.log_until(holder))
-        found, ev = verdicts.dra.claim_device_findings(check.node, holder, check.gpu.dra_driver,
-                                                       check.claims_of(holder), check.resource_slices(), seen.ids)
+        claims = check.claims_of(holder)
+        found, ev = verdicts.dra.claim_device_findings(check.node, holder, check.gpu.dra_driver, claims,
+                                                       check.resource_slices(), seen.ids)
         check.note("claim allocation", ev)
+        check.hand_over(found)
+        if check.probe_off():  # the kubelet's own record needs the node probe; the claim's was judged
+            return
+        found, ev = verdicts.dra.kubelet_claim_findings(check.node, check.probe("record"), check.namespace(), holder,
+                                                        "probe", check.gpu.dra_driver, claims)
+        check.note("kubelet's record (PodResources dynamic_resources)", ev)
+        check.record("kubelet_claim_devices", ", ".join(ev.get("kubelet records (pool/device)") or []) or "none")
         check.hand_over(found)
         return
     check.needs(check.cfg.get("nodeProbe.enabled"), "nodeProbe.enabled is false: the kubelet's record is not checked")
