@@ -161,6 +161,11 @@ class Watch:
         with self.cond:
             return self.objects.get(name)
 
+    def items(self) -> list[dict]:
+        """Every object in the cache now."""
+        with self.cond:
+            return list(self.objects.values())
+
     def changed(self, since: int, timeout: float) -> int:
         """Blocks until the cache changed after version `since`, the watch stopped, or `timeout` passed."""
         with self.cond:

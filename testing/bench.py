@@ -17,7 +17,10 @@ is compared with the wall time including that cleanup. Figures are printed, neve
 It creates N kwok GPU nodes `kwok-scale-<i>` spread over the bed's three kwok pools (plain, time-slicing,
 mig-mixed; localcluster/cluster.py `kwok_node`, shapes from localcluster/shapes.py), labelled `type=kwok` and
 `gpuconform.dev/bench=scale`, by server-side apply in chunks of 200, and waits until kwok has made them all
-Ready (one LIST of the labelled nodes per second). It then runs the suite as above with
+Ready (one LIST of the labelled nodes per second). Every DRA_EVERY-th node is a DRA node instead: the GPU
+operator's DRA-stack labels, no GPU resource in capacity, and one ResourceSlice of `gpu.nvidia.com` (a complete
+pool of 4 devices, as the bed's simulated driver publishes; resource.k8s.io/v1), so the DRA path's node check
+(its pools complete and listing devices) runs at scale too. It then runs the suite as above with
 `-k "(advertised or capacity) and not pci_hardware"` (the API-only node checks) and
 `--gpuconform-set nodes.exclude=` (the bed's config excludes `type=kwok`; the
 scale run judges every GPU node, the real one too), and deletes the nodes, and any pods bound to them, in a
@@ -174,13 +177,51 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+DRA_EVERY = 4  # every 4th scale node is a DRA node with a ResourceSlice
+DRA_DRIVER, DRA_DEVICES = "gpu.nvidia.com", 4
+DRA_LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.dra-driver": "true",
+              "nvidia.com/gpu.deploy.device-plugin": "false"}
+
+
+def is_dra(i: int) -> bool:
+    return i % DRA_EVERY == DRA_EVERY - 1
+
+
+def dra_node(node: dict) -> dict:
+    """A kwok node as the GPU operator's DRA stack leaves it: its labels, no GPU resource (pods get GPUs through
+    claims), no GFD pool labels (a DRA node runs no device plugin for GFD to describe)."""
+    meta = node["metadata"]
+    meta["labels"] = {k: v for k, v in meta["labels"].items() if not k.startswith("nvidia.com/")} | DRA_LABELS
+    res = {k: v for k, v in node["status"]["capacity"].items() if not k.startswith("nvidia.com/")}
+    node["status"] = {"capacity": res, "allocatable": res}
+    return node
+
+
+def resource_slice(node: str) -> dict:
+    """The slice the bed's simulated DRA driver would publish for `node` (one complete pool named after it)."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{DRA_DRIVER}", "labels": {SCALE_KEY: SCALE_VALUE}},
+            "spec": {"driver": DRA_DRIVER, "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{d}", "attributes": {
+                         "type": {"string": "gpu"}, "uuid": {"string": f"GPU-{node}-{d}"}}}
+                                 for d in range(DRA_DEVICES)]}}
+
+
+def scale_slices(n: int) -> list[dict]:
+    return [resource_slice(f"{SCALE_PREFIX}-{i}") for i in range(n) if is_dra(i)]
+
+
 def scale_nodes(n: int) -> list[dict]:
-    """N kwok nodes over the bed's three kwok pools, shaped by localcluster/cluster.py kwok_node."""
+    """N kwok nodes over the bed's three kwok pools, shaped by localcluster/cluster.py kwok_node; every
+    DRA_EVERY-th one a DRA node."""
     import cluster  # noqa: PLC0415 - localcluster/, on sys.path through bedtools
 
     out = []
     for i in range(n):
         node = cluster.kwok_node(i, prefix=SCALE_PREFIX, pool_prefix=SCALE_PREFIX, labels={SCALE_KEY: SCALE_VALUE})
+        if is_dra(i):
+            node = dra_node(node)
         # kwok gives pod IPs from the node's podCIDR, else from one /24 shared by every node: one range per node
         # keeps the DaemonSet pods on N nodes (the bed's GPU operator validator follows the GPU labels) from
         # exhausting it.
@@ -203,6 +244,11 @@ def create_scale_nodes(n: int) -> tuple[float, float]:
         kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuconform-bench", "-f", "-",
                 input=as_list(nodes[at:at + CHUNK]), timeout=600)
         print(f"  created {min(at + CHUNK, n)}/{n} nodes ({time.monotonic() - t0:.1f} s)", flush=True)
+    slices = scale_slices(n)
+    for at in range(0, len(slices), CHUNK):
+        kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=gpuconform-bench", "-f", "-",
+                input=as_list(slices[at:at + CHUNK]), timeout=600)
+    print(f"  published {len(slices)} ResourceSlices for the DRA nodes ({time.monotonic() - t0:.1f} s)", flush=True)
     created = time.monotonic() - t0
     timeout, last = 120 + n / 5, t0
     while True:
@@ -273,6 +319,7 @@ def remove_scale_nodes(n: int) -> bool:
     are gone. True when nothing is left."""
     t0, nodes_left, pods_left, removed = time.monotonic(), 0, 0, 0
     for _ in range(2):  # a second round if a delete failed
+        _kc("delete", "resourceslices", "-l", SCALE_SELECTOR, "--wait=false")
         _kc("delete", "nodes", "-l", SCALE_SELECTOR, "--wait=false")
         nodes_left = _wait_until("scale nodes", _scale_nodes_left, 30 + n / 20)
         pods = _bound_pods() or {}
@@ -454,8 +501,10 @@ def scale(n: int, keep: Path | None = None) -> int:
     suite_requests = summary.get("api_requests")
     results = summary.get("results", [])
     rows = [
-        ("kwok GPU nodes (N)", f"{n} (+ {len(summary.get('gpu_nodes', [])) - n} other GPU node(s) judged; "
-                               f"{len(results)} results, {len(summary.get('certified_nodes', []))} nodes certified)"),
+        ("kwok GPU nodes (N)", f"{n}, {len(scale_slices(n))} of them DRA nodes with a ResourceSlice (+ "
+                               f"{len(summary.get('gpu_nodes', [])) - n} other GPU node(s) judged; {len(results)} "
+                               f"results, {len(summary.get('certified_nodes', []))} nodes certified)"),
+        ("allocation paths", summary.get("environment", {}).get("allocation paths (GPU nodes)", "?")),
         ("node creation", f"{created_s:.1f} s (server-side apply, {CHUNK} per request batch)"),
         ("nodes all Ready", f"{ready_s:.1f} s after creation started"),
         ("suite wall time", f"{wall:.1f} s (-k {SCALE_CHECKS!r})"),

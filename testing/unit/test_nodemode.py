@@ -309,3 +309,15 @@ def test_the_header_counts_each_allocation_path():
     assert path_tally(certified, left) == ("device-plugin 3 (certified here), dra 2 (certified here), "
                                            "dra-extended-resource 1, none 1")
     assert path_tally([], []) == "device-plugin 0 (certified here)"
+
+
+def test_dra_checks_read_their_nodes_slices_from_the_watch_started_by_discovery(monkeypatch):
+    fn = pages(NO_PLUGIN["resourceslices"], 2)
+    inv = inventory(monkeypatch, fn)
+    inv.discover()
+    assert inv.slice_watch is not None  # a DRA node is certified: one watch, from discovery's LIST
+    calls = len(fn.calls)
+    mine = [s for s in NO_PLUGIN["resourceslices"] if s["spec"].get("nodeName") == "gpu-dra-slices-0"]
+    inv.slice_watch.healthy, inv.slice_watch.items = True, lambda: NO_PLUGIN["resourceslices"]
+    assert inv.resource_slices("gpu-dra-slices-0") == mine and mine
+    assert len(fn.calls) == calls  # no request per node
