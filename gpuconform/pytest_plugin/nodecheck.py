@@ -143,13 +143,10 @@ class NodeCheck:
         free (they hold a device but no exclusive CPU: they fragment nothing)."""
         hand_over(verdicts.unusable(self.gpu, need))
         node, on_node = self.node_object(), self.pods_on_node()
-        free = (lambda ps: counts.free_by_claims(self.gpu.advertised or 0, ps, self.gpu.extended_resource)) \
-            if self.dra else (
-            lambda ps: counts.free_gpus(node, self.resource, ps))
-        hand_over(verdicts.busy(self.gpu, free(on_node), need))
+        hand_over(verdicts.busy(self.gpu, self.run.inventory.free_among(self.node, on_node, node), need))
         if beside_run_long:
             on_node = [p for p in on_node if not pods.is_run_long(p, self.run_id)]
-        return free(on_node)
+        return self.run.inventory.free_among(self.node, on_node, node)
 
     def note(self, key: str, value: Any) -> None:
         """Evidence, shown when the check fails."""
@@ -182,11 +179,10 @@ class NodeCheck:
     def vector_add_pod(self) -> dict:
         """The CUDA sample for one GPU. On dra-extended-resource it requests the extended resource name, as the
         workloads that never name a claim do (the scheduler makes the claim: KEP-5004), not a claim template."""
-        if self.gpu.extended_resource:
-            return pods.vector_add_pod(self.pod_name("vectoradd"), self.namespace(), self.run_id, self.node, self.cfg,
-                                       self.timeouts.pod_complete, self.gpu.extended_resource)
+        extended = self.gpu.extended_resource
         return pods.vector_add_pod(self.pod_name("vectoradd"), self.namespace(), self.run_id, self.node, self.cfg,
-                                   self.timeouts.pod_complete, self.resource, self._claim(1))
+                                   self.timeouts.pod_complete, extended or self.resource,
+                                   "" if extended else self._claim(1))
 
     def run_long_pod(self, tag: str, role: str) -> dict:
         return pods.run_long_pod(self.pod_name(tag), self.namespace(), self.run_id, role, self.node, self.cfg,
