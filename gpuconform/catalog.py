@@ -48,8 +48,8 @@ CHECKS = (
     Check("test_gpu_operator_validation_passed_on_the_node", "the GPU operator's validator pod on the node is Ready.",
           ai_conformance=(DRIVER_RUNTIME, DRA), dra=True),
     Check("test_advertised_gpus_match_the_hardware", "the node advertises count x max(replicas, 1) of its resource, "
-          "as its labels say.",
-          ai_conformance=(DRIVER_RUNTIME, SHARING)),
+          "as its labels say, and no device is unhealthy.",
+          ai_conformance=(DRIVER_RUNTIME, SHARING, DRA), dra=True),
     Check("test_advertised_gpus_match_the_pci_hardware", "the GPUs on the node's PCI bus match its labels and what "
           "it advertises, and the kubelet's allocatable list agrees.",
           ai_conformance=(DRIVER_RUNTIME, DRA), dra=True),

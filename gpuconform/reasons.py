@@ -41,7 +41,8 @@ _R = [
     Reason("FAIL-F02-CAPACITY-ZERO", "GPU-F02-CAPACITY-ZERO", "GPU capacity is 0 (or allocatable missing) on a GPU node",
            "The plugin lost its registration (often after a kubelet restart). Restart the plugin pod and check "
            "that it re-registers on kubelet.sock re-creation."),
-    Reason("FAIL-F03-UNHEALTHY-DEVICES", "GPU-F03-UNHEALTHY-DEVICES", "devices reported Unhealthy (capacity > allocatable)",
+    Reason("FAIL-F03-UNHEALTHY-DEVICES", "GPU-F03-UNHEALTHY-DEVICES", "devices reported Unhealthy (capacity > allocatable; "
+           "on a DRA node: devices its driver tainted NoSchedule/NoExecute)",
            "Inspect the plugin log and `dmesg` for XID errors on the named devices; drain and reset the GPU."),
     Reason("FAIL-F04-OVERADVERTISED", "GPU-F04-OVERADVERTISED", "more GPUs advertised than the hardware has",
            "Compare the plugin's config (replicas, MIG strategy) with GFD labels; remove stale resource keys."),
@@ -159,6 +160,10 @@ _R = [
     Reason("FAIL-DRA-DOUBLE-INJECTION", "", "one device was injected into the containers of two claims",
            "Two pods whose claims were allocated different devices see the same GPU: the driver injects the wrong "
            "device for at least one of them. Check the driver's prepare step and its CDI specs."),
+    Reason("FAIL-DRA-TAINTED-DEVICE-ALLOCATED", "", "a device tainted out of service was allocated to a claim",
+           "The driver tainted the device NoSchedule or NoExecute (it is unhealthy or being drained), yet the "
+           "scheduler allocated it to a claim that tolerates no taint. kube-scheduler honours device taints only "
+           "with its DRADeviceTaints feature gate (on by default since 1.36): check its --feature-gates."),
     Reason("FAIL-DRA-CLAIM-NOT-DEALLOCATED", "", "a ResourceClaim stays allocated after its pods ended",
            "Nothing released the claim: kube-controller-manager's resourceclaim-controller removes ended pods from "
            "status.reservedFor and clears status.allocation. Check that it runs (--controllers) and its log."),

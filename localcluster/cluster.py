@@ -393,11 +393,19 @@ def start_control_plane(bins: Bins, ip: str, kubectl: Kubectl) -> None:
                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                                  "name": "kube-apiserver-kubelet-client"}]})
     start_controller_manager(bins)
+    start_scheduler(bins)
+
+
+def start_scheduler(bins: Bins, gates: str = "") -> None:
+    """kube-scheduler, with the feature gates in `gates` ("A=false,B=false": a fault, `dra fault taint-ignored` runs
+    it without DRADeviceTaints)."""
+    p = str(PKI)
     start("kube-scheduler", [
         bins["kube-scheduler"], f"--kubeconfig={p}/scheduler.kubeconfig",
         f"--authentication-kubeconfig={p}/scheduler.kubeconfig",
         f"--authorization-kubeconfig={p}/scheduler.kubeconfig",
-        "--leader-elect=false", "--bind-address=127.0.0.1", "--profiling=false", "--v=1"])
+        "--leader-elect=false", "--bind-address=127.0.0.1", "--profiling=false", "--v=1",
+        *([f"--feature-gates={gates}"] if gates else [])])
 
 
 def start_controller_manager(bins: Bins, off: tuple[str, ...] = ()) -> None:

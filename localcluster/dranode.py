@@ -247,8 +247,14 @@ CONTROLLER_FAULTS = {"claim-controller-off": ("resourceclaim-controller",)}
 # admin access (kubernetes v1.37.2 pkg/registry/resource/utils.go AuthorizedForAdmin reads only that label).
 ADMIN_POLICY = "gpuconform-bed-admin-access-everywhere"
 POLICY_FAULTS = ("admin-access-label",)
+# `device-tainted`: the driver publishes its last GPU tainted NoSchedule (gpu.nvidia.com/xid=79), as a driver that saw
+# the GPU fall off the bus. `taint-ignored`: the same, and kube-scheduler restarted without device taints
+# (DRADeviceTaints, GA but not locked in 1.37, pkg/features/kube_features.go:1481; DRADeviceTaintRules depends on
+# it), so it allocates the tainted device like any other.
+DRIVER_FAULT_OF = {"device-tainted": "taint-unhealthy", "taint-ignored": "taint-unhealthy"}
+SCHEDULER_FAULTS = {"taint-ignored": "DRADeviceTaints=false,DRADeviceTaintRules=false"}
 FAULTS = ("omit-last-device", "extra-device", "no-register", "prepare-fails", "wrong-device", "double-inject",
-          "pool-incomplete", "driver-gone", *CONTROLLER_FAULTS, *POLICY_FAULTS)
+          "pool-incomplete", "driver-gone", *DRIVER_FAULT_OF, *CONTROLLER_FAULTS, *POLICY_FAULTS)
 
 
 def admin_policy_objects() -> list[dict]:
@@ -291,14 +297,25 @@ def set_controllers(bins: Bins, off: tuple[str, ...]) -> None:
     cluster.stop("kube-controller-manager")
     cluster.start_controller_manager(bins, off)
     cluster.write_state(kcm_off=list(off))
-    cluster.wait_for("kube-controller-manager /healthz", _kcm_healthy, 60, "kube-controller-manager")
+    cluster.wait_for("kube-controller-manager /healthz", lambda: _healthy("kube-controller-manager"), 60,
+                     "kube-controller-manager")
 
 
-def _kcm_healthy() -> bool:
+def set_scheduler_gates(bins: Bins, gates: str) -> None:
+    """kube-scheduler with the feature gates `gates` ("" = its defaults; restarted only when that changes)."""
+    if (cluster.read_state().get("sched_gates") or "") == gates:
+        return
+    cluster.stop("kube-scheduler")
+    cluster.start_scheduler(bins, gates)
+    cluster.write_state(sched_gates=gates)
+    cluster.wait_for("kube-scheduler /healthz", lambda: _healthy("kube-scheduler"), 60, "kube-scheduler")
+
+
+def _healthy(component: str) -> bool:
     ctx = ssl.create_default_context()
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # its serving cert is self-signed
     try:
-        with urllib.request.urlopen(f"https://127.0.0.1:{cluster.PORTS['kube-controller-manager']}/healthz",
+        with urllib.request.urlopen(f"https://127.0.0.1:{cluster.PORTS[component]}/healthz",
                                     context=ctx, timeout=2) as r:
             return r.read().strip() == b"ok"
     except OSError:
@@ -310,7 +327,13 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
     if fault and fault not in FAULTS:
         raise BedError(f"unknown DRA fault {fault!r} (known: {', '.join(FAULTS)})")
     set_controllers(bins, CONTROLLER_FAULTS.get(fault, ()))
+    set_scheduler_gates(bins, SCHEDULER_FAULTS.get(fault, ""))
     set_admin_policy(kubectl, fault == "admin-access-label")
+    if fault in SCHEDULER_FAULTS:
+        say(f"DRA fault {fault}: kube-scheduler runs with --feature-gates={SCHEDULER_FAULTS[fault]}")
+    if fault in DRIVER_FAULT_OF:
+        say(f"DRA fault {fault}: the driver publishes its last GPU tainted out of service")
+        fault = DRIVER_FAULT_OF[fault]
     if fault in CONTROLLER_FAULTS:
         say(f"DRA fault {fault}: kube-controller-manager runs without {', '.join(CONTROLLER_FAULTS[fault])}")
         fault = ""
@@ -333,6 +356,8 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
     say(f"DRA driver on {NODE} {'with fault ' + fault if fault else 'healthy'}")
     if cluster.read_state().get("kcm_off"):
         say(f"(kube-controller-manager without {', '.join(cluster.read_state()['kcm_off'])})")
+    if cluster.read_state().get("sched_gates"):
+        say(f"(kube-scheduler with --feature-gates={cluster.read_state()['sched_gates']})")
 
 
 def label_node(kubectl: Kubectl) -> None:
@@ -370,8 +395,9 @@ def up(bins: Bins, kubectl: Kubectl) -> None:
 
 def down(bins: Bins, kubectl: Kubectl) -> None:
     """Removes the DRA node: its driver's objects, the Node, then its kubelet and containerd and their state (and
-    the claim-controller-off fault)."""
+    the faults outside the driver)."""
     set_controllers(bins, ())
+    set_scheduler_gates(bins, "")
     set_admin_policy(kubectl, False)
     for obj in reversed(driver_objects()):
         if obj["kind"] != "Namespace":

@@ -152,7 +152,7 @@ def latency_rows(latency: list[dict]) -> list[tuple[str, str]]:
                        if p.get("schedule_s") is not None and p.get("start_s") is not None)
         if not total:
             continue
-        what = "claim-to-running" if x.get("path") == "dra" else "submit-to-running"
+        what = "submit-to-running" if x.get("path") == "device-plugin" else "claim-to-running"
         step = x.get("allocate")
         kubelet = (f"; {step['step']} mean {step['mean_s'] * 1000:.1f} ms over {step['n']} calls in its window"
                    if isinstance(step, dict) else "")

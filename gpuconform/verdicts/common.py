@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import nodemode
 from ..nodes import GpuNode
 
 
@@ -39,7 +40,9 @@ def busy(node: GpuNode, free: int, need: int) -> list[Finding]:
     """SKIP-F07-BUSY when the node has fewer free devices of its GPU resource than the check needs right now."""
     if free >= need:
         return []
-    return [Finding("SKIP-F07-BUSY", f"{node.name} has {free} free {node.resource} now, the check needs {need}")]
+    usable = (" (devices of its complete pools not tainted out of service, less its pods' claims)"
+              if nodemode.is_dra(node.path) else "")
+    return [Finding("SKIP-F07-BUSY", f"{node.name} has {free} free {node.resource} now{usable}, the check needs {need}")]
 
 
 def folded(findings: list[Finding]) -> list[Finding]:

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import re
 
+from ..counts import Expectation
 from .common import Finding
 from .kubelet_record import _for_containers, _part
 
 
 def pools(driver: str, slices: list[dict]) -> dict[str, dict]:
     """The driver's pools among `slices`: name -> {generation, want (resourceSliceCount), have (slices of that
-    generation), devices (their device names)}."""
+    generation), devices (their device names), taints (device name -> its taints, for the devices that have
+    any)}."""
     out: dict[str, dict] = {}
     for s in slices:
         spec = s.get("spec") or {}
@@ -26,13 +28,54 @@ def pools(driver: str, slices: list[dict]) -> dict[str, dict]:
             continue
         pool = spec.get("pool") or {}
         gen = int(pool.get("generation") or 0)
-        p = out.setdefault(pool.get("name") or "", {"generation": gen, "want": 0, "have": 0, "devices": []})
+        p = out.setdefault(pool.get("name") or "", {"generation": gen, "want": 0, "have": 0, "devices": [],
+                                                    "taints": {}})
         if gen > p["generation"]:
-            p.update(generation=gen, have=0, devices=[])
+            p.update(generation=gen, have=0, devices=[], taints={})
         if gen == p["generation"]:
             p["want"] = int(pool.get("resourceSliceCount") or 0)
             p["have"] += 1
-            p["devices"] += [d.get("name") for d in spec.get("devices") or []]
+            for d in spec.get("devices") or []:
+                p["devices"].append(d.get("name"))
+                if d.get("taints"):
+                    p["taints"][d.get("name")] = d["taints"]
+    return out
+
+
+# Device taints (KEP-5055; kubernetes v1.37.2 pkg/features/kube_features.go DRADeviceTaints: beta and on 1.36, GA
+# 1.37; k8s.io/api resource/v1 types.go DeviceTaint, effects None / NoSchedule / NoExecute): a device tainted
+# NoSchedule or NoExecute is not allocated to a claim that does not tolerate it (the scheduler's allocator,
+# pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go:840 `DeviceTaints`), so a driver takes an
+# unhealthy device out of service by tainting it. Effect None only informs (NVIDIA's DRA driver's health taints are
+# proposed so, gpu.nvidia.com/xid=<n>: NVIDIA/k8s-dra-driver-gpu issue 905): such a device stays in service.
+WITHHOLDING = ("NoSchedule", "NoExecute")
+
+
+def _taint_text(t: dict) -> str:
+    kv = f"{t.get('key')}={t['value']}" if t.get("value") else f"{t.get('key')}"
+    return f"{kv}:{t.get('effect')}"
+
+
+def withheld(driver: str, slices: list[dict]) -> dict[str, list[str]]:
+    """"pool/device" -> its withholding taints ("key=value:Effect"), for the driver's devices (newest generation)
+    that a claim without tolerations cannot be allocated."""
+    out: dict[str, list[str]] = {}
+    for name, p in pools(driver, slices).items():
+        for dev, taints in p["taints"].items():
+            bad = [_taint_text(t) for t in taints if t.get("effect") in WITHHOLDING]
+            if bad:
+                out[f"{name}/{dev}"] = bad
+    return out
+
+
+def usable_count(driver: str, slices: list[dict]) -> int:
+    """The driver's devices a claim of the suite's can be allocated: those of complete pools (the scheduler
+    allocates from no other), less those tainted out of service."""
+    out = 0
+    for p in pools(driver, slices).values():
+        if p["have"] == p["want"]:
+            out += len([d for d in p["devices"]
+                        if not any(t.get("effect") in WITHHOLDING for t in p["taints"].get(d, []))])
     return out
 
 
@@ -55,10 +98,6 @@ def slice_findings(node: str, driver: str, slices: list[dict]) -> tuple[list[Fin
     return [], ev
 
 
-def device_count(driver: str, slices: list[dict]) -> int:
-    return sum(len(p["devices"]) for p in pools(driver, slices).values())
-
-
 def devices_hardware_findings(node: str, driver: str, slices: list[dict], report: dict) -> tuple[list[Finding], dict]:
     """The driver's devices on the node equal its GPUs on the PCI bus (the node probe's sysfs count, GPUs bound to
     VFIO set aside as on the device-plugin path): FAIL-DRA-DEVICES-NOT-HARDWARE otherwise. A PCI tree that could
@@ -67,7 +106,7 @@ def devices_hardware_findings(node: str, driver: str, slices: list[dict], report
     if err:
         return [Finding("NOTCHECKED-OPTIONAL", f"{node}: PCI hardware not read: {err}")], {}
     gpus, vfio = _for_containers(pci.get("functions", []))
-    published = device_count(driver, slices)
+    published = len(gpu_devices(driver, slices))
     ev = {"pci GPUs": [g.get("address") for g in gpus], "set aside for VMs (vfio)": [g.get("address") for g in vfio],
           "devices published": published, "driver": driver}
     if published != len(gpus):
@@ -75,6 +114,48 @@ def devices_hardware_findings(node: str, driver: str, slices: list[dict], report
         return [Finding("FAIL-DRA-DEVICES-NOT-HARDWARE", f"{node}: {driver} publishes {published} device(s), {more} "
                         f"than the {len(gpus)} GPU(s) on the PCI bus ({', '.join(ev['pci GPUs']) or 'none'})")], ev
     return [], ev
+
+
+def gpu_devices(driver: str, slices: list[dict]) -> list[str]:
+    """The driver's whole-GPU devices ("pool/device", newest generation): every device but those whose `type`
+    attribute says "mig" (NVIDIA's drivers publish type gpu / mig: NVIDIA/k8s-dra-driver
+    cmd/nvidia-dra-plugin/deviceinfo.go; drivers without the attribute publish whole GPUs only)."""
+    out = []
+    newest = {n: p["generation"] for n, p in pools(driver, slices).items()}
+    for s in slices:
+        spec = s.get("spec") or {}
+        pool = spec.get("pool") or {}
+        name = pool.get("name") or ""
+        if spec.get("driver") != driver or int(pool.get("generation") or 0) != newest.get(name):
+            continue
+        out += [f"{name}/{d.get('name')}" for d in spec.get("devices") or [] if _attr(d, "type") != "mig"]
+    return out
+
+
+def count_findings(node: str, driver: str, slices: list[dict], exp: Expectation) -> tuple[list[Finding], dict]:
+    """The count check on a DRA node: no device of the driver's is tainted out of service (NoSchedule / NoExecute:
+    FAIL-F03-UNHEALTHY-DEVICES, naming each with its taints), and where the node's labels or the config count its
+    GPUs (`exp.physical`, not under a MIG strategy, whose label counts MIG devices) the driver publishes that many
+    whole GPUs (FAIL-F04-OVERADVERTISED / FAIL-F04-UNDERADVERTISED). Returns (findings, evidence)."""
+    gpus = gpu_devices(driver, slices)
+    out_of_service = withheld(driver, slices)
+    info = {f"{n}/{d}": [_taint_text(t) for t in ts] for n, p in pools(driver, slices).items()
+            for d, ts in p["taints"].items() if f"{n}/{d}" not in out_of_service}
+    ev: dict = {"driver": driver, "GPU devices": gpus, "tainted out of service": out_of_service,
+                "informational taints (device stays in service)": info,
+                "expected": exp.physical if exp.mig_strategy in ("none", "") else None, "expected from": exp.source}
+    out: list[Finding] = []
+    if out_of_service:
+        named = "; ".join(f"{d} ({', '.join(t)})" for d, t in sorted(out_of_service.items()))
+        out.append(Finding("FAIL-F03-UNHEALTHY-DEVICES", f"{node}: {len(out_of_service)} device(s) of {driver} are "
+                           f"tainted out of service, so no claim gets them: {named}"))
+    want = ev["expected"]
+    if want is not None and len(gpus) != want:
+        more = len(gpus) > want
+        out.append(Finding("FAIL-F04-OVERADVERTISED" if more else "FAIL-F04-UNDERADVERTISED",
+                           f"{node}: {driver} publishes {len(gpus)} GPU device(s), {'more' if more else 'fewer'} than "
+                           f"the {want} the node has ({exp.source})"))
+    return out, ev
 
 
 def registrar_findings(node: str, driver: str, listing: str, exit_code: int | None = 0) -> list[Finding]:
@@ -147,6 +228,26 @@ def claim_device_findings(node: str, pod: str, driver: str, claims: list[dict], 
                         f"({', '.join(want)}) but sees {', '.join(got) or 'no GPU'}: the driver injected "
                         f"{'another device' if got else 'nothing'}")], ev
     return [], ev
+
+
+def tainted_allocation_findings(node: str, driver: str, claims_of: dict[str, list[dict]],
+                                out_of_service: dict[str, list[str]]) -> tuple[list[Finding], dict]:
+    """No pod's claim (`claims_of`: pod -> its ResourceClaims as the scheduler allocated them; the suite's claims
+    tolerate no taint) was allocated a device its driver tainted out of service (`out_of_service`, from withheld):
+    FAIL-DRA-TAINTED-DEVICE-ALLOCATED otherwise, as where kube-scheduler runs without DRADeviceTaints."""
+    ev = {"tainted out of service": out_of_service, "allocated": {}}
+    out = []
+    for pod, claims in claims_of.items():
+        for r in claim_results(claims, driver):
+            dev = f"{r.get('pool')}/{r.get('device')}"
+            ev["allocated"][pod] = ev["allocated"].get(pod, []) + [dev]
+            if dev in out_of_service:
+                out.append(Finding("FAIL-DRA-TAINTED-DEVICE-ALLOCATED", f"{node}: pod {pod}'s claim {r.get('claim')} "
+                                   f"was allocated {dev}, which {driver} tainted out of service "
+                                   f"({', '.join(out_of_service[dev])}), although the claim tolerates no taint: the "
+                                   "scheduler does not honour device taints (kube-scheduler's DRADeviceTaints gate "
+                                   "off?)"))
+    return out, ev
 
 
 def shared_claim_findings(node: str, claim: dict | None, driver: str, slices: list[dict],

@@ -3,7 +3,7 @@ kubelet's Allocate p99 from the delta of its histogram over the check."""
 
 from __future__ import annotations
 
-from .. import latency, metrics
+from .. import latency, metrics, nodemode
 from .common import Finding
 
 ALLOC_DURATION = "kubelet_device_plugin_alloc_duration_seconds"
@@ -32,10 +32,12 @@ def allocate_step(dra: bool) -> str:
 
 
 def latency_summary(node: str, times: list[latency.PodTimes], alloc: metrics.Histogram | None,
-                    kubelet_read: bool, dra: bool = False) -> dict:
-    """What the check measured, for the evidence, the properties and the run's latency figures: each pod's
-    schedule and start seconds, their percentiles, and the Allocate histogram delta (when the kubelet was read)."""
-    out: dict = {"node": node, "path": "dra" if dra else "device-plugin",
+                    kubelet_read: bool, path: str = nodemode.DEVICE_PLUGIN) -> dict:
+    """What the check measured, for the evidence, the properties and the run's latency figures: the node's
+    allocation path (nodemode), each pod's schedule and start seconds, their percentiles, and the kubelet's
+    allocation-step histogram delta (when the kubelet was read)."""
+    dra = nodemode.is_dra(path)
+    out: dict = {"node": node, "path": path,
                  "pods": [{"pod": t.pod, "schedule_s": t.phase("schedule"), "start_s": t.phase("start"),
                                          "scheduled_from_event": t.scheduled_precise} for t in times]}
     for ph in ("schedule", "start"):

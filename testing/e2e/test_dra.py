@@ -57,5 +57,5 @@ def certified(tmp_path, path: str, *args: str) -> dict:
     # a DRA-only check is not made (deselected) on the device-plugin node
     assert not [r for r in s["results"] if r["node"] == "gpu-node-0" and r["check"] in DRA_ONLY]
     lat = {x["node"]: x for x in s["latency"]}
-    assert lat[DRA_NODE]["path"] == "dra" and lat[DRA_NODE]["allocate"]["step"] == "kubelet NodePrepareResources"
+    assert lat[DRA_NODE]["path"] == path and lat[DRA_NODE]["allocate"]["step"] == "kubelet NodePrepareResources"
     return s

@@ -125,7 +125,7 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
 # {check: expected code}, codes its other checks may report because of the same fault). The DRA node is brought
 # up for these rows and removed after them (dra_node below); the rows above run without it.
 DRA_NODE = "gpu-node-dra"
-PREPARE, NOT_SCHED = "FAIL-DRA-PREPARE-FAILED", "FAIL-F07-NOT-SCHEDULABLE"
+PREPARE = "FAIL-DRA-PREPARE-FAILED"
 DRA_MATRIX: dict[str, tuple[str, dict[str, str], set[str]]] = {
     # the kubelet cannot call an unregistered driver: every claim's prepare fails
     "no-register": ("dra", {"test_plugin_socket_exists_in_device_plugins_dir": "FAIL-DRA-NOT-REGISTERED"}, {PREPARE}),
@@ -138,8 +138,8 @@ DRA_MATRIX: dict[str, tuple[str, dict[str, str], set[str]]] = {
     "driver-gone": ("dra", {"test_gpu_resource_is_in_node_capacity": "FAIL-DRA-NO-SLICES",
                             "test_plugin_socket_exists_in_device_plugins_dir": "FAIL-DRA-NOT-REGISTERED"},
                     {BUSY, "FAIL-F08-PLUGIN-NOT-READY", "FAIL-DRA-DEVICES-NOT-HARDWARE"}),
-    # the scheduler allocates from complete pools only: every claim stays unallocated
-    "pool-incomplete": ("dra", {"test_gpu_resource_is_in_node_capacity": "FAIL-DRA-POOL-INCOMPLETE"}, {NOT_SCHED}),
+    # the scheduler allocates from complete pools only: no device is free for the workload checks
+    "pool-incomplete": ("dra", {"test_gpu_resource_is_in_node_capacity": "FAIL-DRA-POOL-INCOMPLETE"}, {BUSY}),
     "prepare-fails": ("dra", {"test_vector_add_succeeds_through_the_plugin": PREPARE}, {PREPARE}),
     "wrong-device": ("dra", {"test_kubelet_assigned_devices_match_what_the_pod_sees": "FAIL-DRA-WRONG-DEVICE"},
                      {"FAIL-DRA-WRONG-DEVICE"}),
@@ -150,6 +150,12 @@ DRA_MATRIX: dict[str, tuple[str, dict[str, str], set[str]]] = {
     "claim-controller-off": ("shared_claim and dra", {
         "test_a_shared_claim_gives_its_pods_one_device_and_is_released_after_them": "FAIL-DRA-CLAIM-NOT-DEALLOCATED"},
         set()),
+    # the last GPU tainted NoSchedule: out of service, so a check needing both devices finds one free
+    "device-tainted": ("dra", {"test_advertised_gpus_match_the_hardware": "FAIL-F03-UNHEALTHY-DEVICES"}, {BUSY}),
+    # ... and kube-scheduler without DRADeviceTaints: the burst's pods (the extra one at the latest) get it
+    "taint-ignored": ("dra", {"test_advertised_gpus_match_the_hardware": "FAIL-F03-UNHEALTHY-DEVICES",
+                              "test_burst_allocates_every_free_gpu_once_and_one_more_waits":
+                                  "FAIL-DRA-TAINTED-DEVICE-ALLOCATED"}, {BUSY}),
     # a MutatingAdmissionPolicy labels every new namespace (the run's too) resource.kubernetes.io/admin-access=true
     "admin-access-label": ("admin_access and dra", {
         "test_an_admin_access_claim_is_refused_in_a_namespace_without_the_label": "FAIL-DRA-ADMIN-ACCESS-GRANTED"},

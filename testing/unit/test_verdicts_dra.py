@@ -7,6 +7,7 @@ from __future__ import annotations
 from test_verdicts_kubelet_record import pci
 
 from gpuconform import verdicts
+from gpuconform.counts import Expectation
 
 DRIVER = "gpu.nvidia.com"
 
@@ -213,3 +214,72 @@ def test_a_kubelet_without_dynamic_resources_in_podresources_is_not_checked():
     assert codes(found) == ["NOTCHECKED-OPTIONAL"] and "KubeletPodResourcesDynamicResources" in found[0].message
     found, _ = kubelet_claim({"podResources": {"error": "connection refused"}})
     assert codes(found) == ["NOTCHECKED-OPTIONAL"]
+
+
+XID = {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
+
+
+def tainted_slice(*taints_of_gpu1, devices=2, count=1):
+    s = slice_(devices=devices, count=count)
+    if taints_of_gpu1:
+        s["spec"]["devices"][1]["taints"] = list(taints_of_gpu1)
+    return s
+
+
+def exp(physical=None, mig="none"):
+    return Expectation(resource=DRIVER, physical=physical, replicas=1, source="nvidia.com/gpu.count=2",
+                       mig_strategy=mig)
+
+
+def test_a_device_tainted_out_of_service_is_an_unhealthy_device_named_with_its_taint():
+    found, ev = verdicts.dra.count_findings("n", DRIVER, [tainted_slice(XID)], exp())
+    assert codes(found) == ["FAIL-F03-UNHEALTHY-DEVICES"]
+    assert "gpu-node-dra/gpu-1 (gpu.nvidia.com/xid=79:NoSchedule)" in found[0].message
+    assert ev["tainted out of service"] == {"gpu-node-dra/gpu-1": ["gpu.nvidia.com/xid=79:NoSchedule"]}
+    evict = dict(XID, effect="NoExecute")
+    assert codes(verdicts.dra.count_findings("n", DRIVER, [tainted_slice(evict)], exp())[0]) == [
+        "FAIL-F03-UNHEALTHY-DEVICES"]
+
+
+def test_an_informational_taint_keeps_the_device_in_service_and_is_shown():
+    # NVIDIA's DRA driver's health taints are proposed with effect None (NVIDIA/k8s-dra-driver-gpu issue 905)
+    found, ev = verdicts.dra.count_findings("n", DRIVER, [tainted_slice(dict(XID, effect="None"))], exp(2))
+    assert found == [] and ev["informational taints (device stays in service)"] == {
+        "gpu-node-dra/gpu-1": ["gpu.nvidia.com/xid=79:None"]}
+    assert verdicts.dra.usable_count(DRIVER, [tainted_slice(dict(XID, effect="None"))]) == 2
+
+
+def test_published_gpus_must_match_the_labels_count_but_not_under_a_mig_strategy():
+    assert verdicts.dra.count_findings("n", DRIVER, [slice_(devices=2)], exp(2))[0] == []
+    more, _ = verdicts.dra.count_findings("n", DRIVER, [slice_(devices=3)], exp(2))
+    assert codes(more) == ["FAIL-F04-OVERADVERTISED"] and "(nvidia.com/gpu.count=2)" in more[0].message
+    assert codes(verdicts.dra.count_findings("n", DRIVER, [slice_(devices=1)], exp(2))[0]) == [
+        "FAIL-F04-UNDERADVERTISED"]
+    # GFD's count under a MIG strategy counts MIG devices; a node without the label is not compared
+    assert verdicts.dra.count_findings("n", DRIVER, [slice_(devices=3)], exp(2, mig="single"))[0] == []
+    assert verdicts.dra.count_findings("n", DRIVER, [slice_(devices=3)], exp())[0] == []
+
+
+def test_mig_devices_are_not_counted_as_gpus():
+    s = slice_(devices=3)
+    s["spec"]["devices"][2]["attributes"] = {"type": {"string": "mig"}}
+    assert verdicts.dra.gpu_devices(DRIVER, [s]) == ["gpu-node-dra/gpu-0", "gpu-node-dra/gpu-1"]
+    assert verdicts.dra.devices_hardware_findings("n", DRIVER, [s], {"pci": pci(2)})[0] == []
+
+
+def test_usable_devices_leave_out_incomplete_pools_and_tainted_devices():
+    assert verdicts.dra.usable_count(DRIVER, [slice_()]) == 2
+    assert verdicts.dra.usable_count(DRIVER, [tainted_slice(XID)]) == 1
+    assert verdicts.dra.usable_count(DRIVER, [slice_(count=2)]) == 0  # the scheduler allocates from no such pool
+
+
+def test_a_claim_allocated_a_tainted_device_fails_and_others_pass():
+    out_of_service = verdicts.dra.withheld(DRIVER, [tainted_slice(XID)])
+    ok, ev = verdicts.dra.tainted_allocation_findings("n", DRIVER, {"burst0": [claim("gpu-0")]}, out_of_service)
+    assert ok == [] and ev["allocated"] == {"burst0": ["gpu-node-dra/gpu-0"]}
+    bad, _ = verdicts.dra.tainted_allocation_findings(
+        "n", DRIVER, {"burst0": [claim("gpu-0")], "burst-extra": [claim("gpu-1", name="extra-claim")]},
+        out_of_service)
+    assert codes(bad) == ["FAIL-DRA-TAINTED-DEVICE-ALLOCATED"]
+    assert "pod burst-extra's claim extra-claim was allocated gpu-node-dra/gpu-1" in bad[0].message
+    assert "gpu.nvidia.com/xid=79:NoSchedule" in bad[0].message

@@ -59,8 +59,11 @@ def test_on_a_dra_node_the_kubelets_prepare_step_is_judged():
     alloc = verdicts.allocate_delta(before, after, "gpu.nvidia.com", dra=True)
     assert alloc is not None and alloc.count == 1 and 0 < alloc.sum < 0.1
     assert verdicts.allocate_delta(before, after, "gpu.nvidia.com") is None  # no device-plugin histogram there
-    s = verdicts.latency_summary("gpu-node-dra", times(1.0, 2.0), alloc, kubelet_read=True, dra=True)
+    s = verdicts.latency_summary("gpu-node-dra", times(1.0, 2.0), alloc, kubelet_read=True, path="dra")
     assert s["path"] == "dra" and s["allocate"]["step"] == "kubelet NodePrepareResources"
+    s = verdicts.latency_summary("gpu-node-dra", times(1.0, 2.0), alloc, kubelet_read=True,
+                                 path="dra-extended-resource")
+    assert s["path"] == "dra-extended-resource" and s["allocate"]["step"] == "kubelet NodePrepareResources"
     found = verdicts.latency_findings("gpu-node-dra", times(1.0, 2.0), THRESHOLDS, alloc, 0.0001, dra=True)
     assert [f.code for f in found] == ["FAIL-LATENCY-THRESHOLD"] and "allocateP99 (kubelet NodePrepareResources)" in \
         found[0].message

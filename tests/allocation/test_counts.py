@@ -10,8 +10,19 @@ def test_advertised_gpus_match_the_hardware(check):
     """MUST: capacity = allocatable = physical GPUs x sharing replicas (or the MIG profile counts), as the node's
     own labels describe its pool; no device is Unhealthy, none is over- or under-advertised, and no stale GPU
     resource key remains. Where the node advertises more than GFD's one-model count allows, the PCI bus (the
-    optional node probe) counts its GPUs of every model."""
+    optional node probe) counts its GPUs of every model. On a DRA node: no device is tainted out of service by its
+    driver (NoSchedule/NoExecute), and the driver publishes as many whole GPUs as the labels (or the config)
+    count."""
     node = check.node_object()
+    if check.dra:
+        exp = check.expectation(node)
+        found, ev = verdicts.dra.count_findings(check.node, check.gpu.dra_driver, check.resource_slices(), exp)
+        check.note("published devices", ev)
+        for k, v in (("expected", ev["expected"]), ("published", len(ev["GPU devices"])),
+                     ("tainted_out_of_service", len(ev["tainted out of service"]))):
+            check.record(k, v)
+        check.hand_over(found)
+        return
     exp = check.expectation(node)
     if counts.may_count_one_model(node, exp) and not check.probe_off() and check.gpu.usable:
         exp = verdicts.with_pci_count(exp, check.probe("count", required=False))

@@ -142,9 +142,11 @@ def test_gpu_access_held_through_the_run_survives_to_its_end(check):
 def test_burst_allocates_every_free_gpu_once_and_one_more_waits(check):
     """MUST: N single-device pods created at once (N = free devices of the node's GPU resource) all run, each
     device held by no more pods than it may be (1; a time-sliced GPU: its replicas); pod N+1 stays Pending for
-    lack of devices (not an admission failure)."""
+    lack of devices (not an admission failure). On a DRA node each pod has its own claim, and no claim is allocated
+    a device its driver tainted out of service."""
     check.needs_nvidia_tooling("telling devices apart by nvidia-smi UUID")
     free = check.needs_free_gpus(1)
+    tainted = verdicts.dra.withheld(check.gpu.dra_driver, check.resource_slices()) if check.dra else {}
     exp = check.expectation()
     n = verdicts.burst_size(free, check.cfg.get("limits.maxGpusPerNode"))
     names = [check.start(check.probe_pod(f"burst{i}", "burst", 1, hold_s=timing.POD_HOLD_S)) for i in range(n)]
@@ -155,8 +157,14 @@ def test_burst_allocates_every_free_gpu_once_and_one_more_waits(check):
     findings, owners = verdicts.burst_findings(check.node, seen, exp.per_device, dra=check.dra)
     check.note("device owners", {"resource": check.resource, "per device": exp.per_device, "owners": owners})
     check.hand_over(findings)
-    if extra:
-        state = check.wait_running(extra, allow=("SKIP-F07-BUSY",))[extra]
+    state = check.wait_running(extra, allow=("SKIP-F07-BUSY",))[extra] if extra else None
+    if tainted:  # the scheduler kept the tainted devices out of every claim, the extra pod's too
+        found, ev = verdicts.dra.tainted_allocation_findings(
+            check.node, check.gpu.dra_driver, {p: check.claims_of(p) for p in names + ([extra] if extra else [])},
+            tainted)
+        check.note("device taints", ev)
+        check.hand_over(found)
+    if state is not None:
         check.hand_over(verdicts.extra_pod_findings(check.node, state, check.resource, n))
 
 

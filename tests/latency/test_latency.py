@@ -38,7 +38,7 @@ def test_gpu_pod_start_latency_is_under_thresholds(check):
     after = check.kubelet_metrics()
     alloc = verdicts.allocate_delta(before, after, check.resource, dra=check.dra)
     sample = verdicts.latency_summary(check.node, times, alloc, kubelet_read=before is not None and after is not None,
-                                      dra=check.dra)
+                                      path=check.gpu.path)
     for k, v in verdicts.latency_properties(sample).items():
         check.record(k, v)
     check.measure("latency", sample)

@@ -35,14 +35,23 @@ type Faults struct {
 	WrongDevice    bool // inject the next GPU instead of the allocated one
 	DoubleInject   bool // inject the first GPU for every allocated device: two claims' containers share it
 	PoolIncomplete bool // publish the pool's devices in one slice that says the pool has two
+	TaintUnhealthy bool // publish the last GPU tainted out of service (UnhealthyTaint), as a driver that saw an XID
 }
+
+// UnhealthyTaint is the taint-unhealthy fault's taint on the last GPU: NoSchedule, so that the scheduler allocates
+// it to no claim that does not tolerate it (k8s.io/api resource/v1 DeviceTaint; KEP-5055). The key and value follow
+// NVIDIA's proposed health taints (gpu.nvidia.com/xid=<XID>; NVIDIA/k8s-dra-driver-gpu issue 905); XID 79 is "GPU
+// has fallen off the bus".
+var UnhealthyTaint = resourceapi.DeviceTaint{Key: DriverName + "/xid", Value: "79",
+	Effect: resourceapi.DeviceTaintEffectNoSchedule}
 
 // ParseFaults reads a comma-separated list of fault names (GPU_SIM_DRA_FAULTS); unknown names are an error.
 func ParseFaults(s string) (Faults, error) {
 	var f Faults
 	known := map[string]*bool{"omit-last-device": &f.OmitLastDevice, "extra-device": &f.ExtraDevice,
 		"no-register": &f.NoRegister, "prepare-fails": &f.PrepareFails, "wrong-device": &f.WrongDevice,
-		"double-inject": &f.DoubleInject, "pool-incomplete": &f.PoolIncomplete}
+		"double-inject": &f.DoubleInject, "pool-incomplete": &f.PoolIncomplete,
+		"taint-unhealthy": &f.TaintUnhealthy}
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {
@@ -109,6 +118,9 @@ func Devices(h *hw.Hardware, f Faults) []resourceapi.Device {
 				"memory": {Value: *resource.NewQuantity(int64(g.MemoryTotalMiB)<<20, resource.BinarySI)},
 			},
 		})
+	}
+	if f.TaintUnhealthy && len(out) > 0 {
+		out[len(out)-1].Taints = []resourceapi.DeviceTaint{UnhealthyTaint} // the API server sets TimeAdded
 	}
 	return out
 }

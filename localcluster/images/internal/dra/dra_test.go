@@ -52,7 +52,11 @@ func TestFaultsChangeWhatIsPublishedAndInjected(t *testing.T) {
 	if g, ok := Lookup(hardware(), "gpu-1", Faults{}); !ok || g.UUID != "GPU-b" {
 		t.Fatalf("lookup %v %v", g, ok)
 	}
-	if _, err := ParseFaults("no-register, prepare-fails,double-inject,pool-incomplete"); err != nil {
+	if d := Devices(hardware(), Faults{TaintUnhealthy: true}); len(d) != 2 || len(d[0].Taints) != 0 ||
+		len(d[1].Taints) != 1 || d[1].Taints[0].Effect != "NoSchedule" || d[1].Taints[0].Key != "gpu.nvidia.com/xid" {
+		t.Fatalf("taint-unhealthy: %+v", d)
+	}
+	if _, err := ParseFaults("no-register, prepare-fails,double-inject,pool-incomplete,taint-unhealthy"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ParseFaults("bogus"); err == nil || !strings.Contains(err.Error(), "known:") {
