@@ -70,6 +70,9 @@ CHECKS = (
     Check("test_a_shared_claim_gives_its_pods_one_device_and_is_released_after_them", "pods naming one "
           "ResourceClaim see the device it was allocated, and the claim is released once they end (DRA nodes).",
           ai_conformance=(SHARING, DRA), dra=True, dra_only=True),
+    Check("test_a_mig_device_and_its_parent_gpu_are_never_both_allocated", "while a claim holds a MIG device, a "
+          "claim for its parent GPU is not allocated (DRA nodes).", exclusive="mig-parent",
+          ai_conformance=(SECURE_ACCESS, SHARING, DRA), dra=True, dra_only=True),
     Check("test_an_admin_access_claim_is_refused_in_a_namespace_without_the_label", "a ResourceClaim asking admin "
           "access is refused in a namespace without the resource.kubernetes.io/admin-access label (DRA nodes).",
           ai_conformance=(SECURE_ACCESS, DRA), dra=True, dra_only=True),

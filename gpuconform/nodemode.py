@@ -30,6 +30,10 @@ SANDBOX_PLUGIN = "nvidia-sandbox-device-plugin-daemonset"  # assets/state-sandbo
 # driver) say nothing about how the node's GPUs are served: they never take a GPU node out of certification.
 GPU_DRA_DRIVERS: dict[str, tuple[str, ...]] = {vendors.NVIDIA: ("gpu.nvidia.com",), vendors.AMD: ("gpu.amd.com",),
                                                vendors.INTEL: ("gpu.intel.com",)}
+# The DeviceClass a driver's MIG devices are asked for by (their `type` attribute "mig", parent GPU in `parentUUID`:
+# NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/deviceinfo.go, read at 03af8246; the chart's classes gpu.nvidia.com,
+# mig.nvidia.com, vfio.gpu.nvidia.com). Only NVIDIA's driver publishes MIG devices.
+MIG_DEVICE_CLASSES: dict[str, str] = {"gpu.nvidia.com": "mig.nvidia.com"}
 
 
 @dataclass(frozen=True)

@@ -76,15 +76,20 @@ def claim_template(name: str, namespace: str, run_id: str, device_class: str, co
                                             "count": count}}]}}}}
 
 
-def claim(name: str, namespace: str, run_id: str, device_class: str, count: int, admin_access: bool = False) -> dict:
+def claim(name: str, namespace: str, run_id: str, device_class: str, count: int, admin_access: bool = False,
+          selector: str = "") -> dict:
     """A ResourceClaim (resource.k8s.io/v1) for `count` devices of `device_class`, made by the suite itself so that
     several pods can name it (spec.resourceClaims[].resourceClaimName): one allocation, shared. `admin_access`:
     the request asks for admin access (DeviceRequest.exactly.adminAccess), which only a namespace labelled
-    resource.kubernetes.io/admin-access=true may (sent as a dry run only: verdicts/dra.py admin_access_findings)."""
+    resource.kubernetes.io/admin-access=true may (sent as a dry run only: verdicts/dra.py admin_access_findings).
+    `selector`: a CEL expression the devices must satisfy (DeviceSelector.cel), built by the suite from values it
+    checked (verdicts/dra.py cel_string)."""
     t = claim_template(name, namespace, run_id, device_class, count)
     spec = t["spec"]["spec"]
     if admin_access:
         spec["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    if selector:
+        spec["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression": selector}}]
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": t["metadata"], "spec": spec}
 
 

@@ -164,6 +164,10 @@ _R = [
            "The driver tainted the device NoSchedule or NoExecute (it is unhealthy or being drained), yet the "
            "scheduler allocated it to a claim that tolerates no taint. kube-scheduler honours device taints only "
            "with its DRADeviceTaints feature gate (on by default since 1.36): check its --feature-gates."),
+    Reason("FAIL-DRA-MIG-AND-PARENT-ALLOCATED", "", "a MIG device was allocated while its parent GPU was",
+           "The GPU and its MIG devices must draw on one counter set (ResourceSlice sharedCounters, each device's "
+           "consumesCounters: partitionable devices, KEP-4815) so that the scheduler never hands out both. Check "
+           "the driver's slices for the counters, and that kube-scheduler runs with DRAPartitionableDevices."),
     Reason("FAIL-DRA-CLAIM-NOT-DEALLOCATED", "", "a ResourceClaim stays allocated after its pods ended",
            "Nothing released the claim: kube-controller-manager's resourceclaim-controller removes ended pods from "
            "status.reservedFor and clears status.allocation. Check that it runs (--controllers) and its log."),
@@ -171,6 +175,9 @@ _R = [
            "Admin access shows a claim's pods every device of the class, also those allocated to others: only a "
            "namespace labelled resource.kubernetes.io/admin-access=true may ask it. Find what labels namespaces "
            "(mutating policies, webhooks, namespace templates) or why the API server does not enforce the label."),
+    Reason("NOTCHECKED-DRA-NO-MIG", "", "the node's DRA driver publishes no MIG device beside its parent GPU",
+           "Nothing to pair: the driver publishes whole GPUs only, or GPUs in MIG mode as their MIG devices only "
+           "(then a MIG device and its parent cannot both be asked for)."),
     Reason("NOTCHECKED-DRA-PATH", "", "check not made on the DRA path yet",
            "The node's GPUs are served by a DRA driver; this check is made on device-plugin nodes only so far "
            "(docs/dra.md lists what is checked on each path)."),

@@ -167,6 +167,10 @@ def driver_objects() -> list[dict]:
          "spec": {"selectors": [{"cel": {"expression":
                   "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],
                   **({"extendedResourceName": "nvidia.com/gpu"} if shape() == "operator" else {})}},
+        # MIG devices are asked for by their own class (the chart's mig.nvidia.com; the driver's type attribute)
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "mig.nvidia.com"},
+         "spec": {"selectors": [{"cel": {"expression":
+                  "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"}}]}},
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": DRIVER, "namespace": DRIVER_NS,
                                                                     "labels": labels},
          "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
@@ -233,7 +237,7 @@ def start(bins: Bins, ip: str, kubectl: Kubectl, archives: list[Path]) -> None:
     kubectl.apply(*driver_objects())
     cluster.wait_for(f"the DRA driver's ResourceSlice for {NODE}", lambda: slice_devices(kubectl) > 0, 90,
                      "kubelet-dra")
-    say(f"DRA node {NODE} up: {slice_devices(kubectl)} device(s) published under gpu.nvidia.com")
+    say(f"DRA node {NODE} up: {slice_devices(kubectl)} GPU(s) published under gpu.nvidia.com")
 
 
 # Faults of the DRA driver (images/internal/dra Faults; GPU_SIM_DRA_FAULTS), and `driver-gone`: the driver's
@@ -254,7 +258,7 @@ POLICY_FAULTS = ("admin-access-label",)
 DRIVER_FAULT_OF = {"device-tainted": "taint-unhealthy", "taint-ignored": "taint-unhealthy"}
 SCHEDULER_FAULTS = {"taint-ignored": "DRADeviceTaints=false,DRADeviceTaintRules=false"}
 FAULTS = ("omit-last-device", "extra-device", "no-register", "prepare-fails", "wrong-device", "double-inject",
-          "pool-incomplete", "driver-gone", *DRIVER_FAULT_OF, *CONTROLLER_FAULTS, *POLICY_FAULTS)
+          "pool-incomplete", "mig-no-counters", "driver-gone", *DRIVER_FAULT_OF, *CONTROLLER_FAULTS, *POLICY_FAULTS)
 
 
 def admin_policy_objects() -> list[dict]:
@@ -413,8 +417,10 @@ def down(bins: Bins, kubectl: Kubectl) -> None:
 
 
 def slice_devices(kubectl: Kubectl) -> int:
+    """The whole GPUs the driver publishes for the node (its MIG devices left out)."""
     out = kubectl.json("get", "resourceslices", "--field-selector", f"spec.nodeName={NODE}")
-    return sum(len((s.get("spec") or {}).get("devices") or []) for s in out.get("items", []))
+    return sum(1 for s in out.get("items", []) for d in (s.get("spec") or {}).get("devices") or []
+               if "-mig-" not in d.get("name", ""))
 
 
 def clean_host_state() -> list[str]:

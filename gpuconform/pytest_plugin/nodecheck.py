@@ -216,11 +216,12 @@ class NodeCheck:
         refs = [r.get("resourceClaimName") for r in (state.get("status") or {}).get("resourceClaimStatuses") or []]
         return [c for c in (self.run.spaces.read_claim(ns, r) for r in refs if r) if c is not None]
 
-    def shared_claim(self, tag: str, gpus: int = 1) -> str:
-        """A ResourceClaim for `gpus` devices of the node's DeviceClass that several of this check's pods name
-        (probe_pod(..., claim_name=...)); deleted when the check ends. Returns its name."""
+    def shared_claim(self, tag: str, gpus: int = 1, device_class: str = "", selector: str = "") -> str:
+        """A ResourceClaim for `gpus` devices of the node's DeviceClass (or `device_class`; devices satisfying the
+        CEL `selector`, if any) that this check's pods name (probe_pod(..., claim_name=...)); deleted when the
+        check ends. Returns its name."""
         ns, name = self.namespace(), self.pod_name(tag)
-        self.run.spaces.create_claim(ns, self.gpu.device_class, gpus, name)
+        self.run.spaces.create_claim(ns, device_class or self.gpu.device_class, gpus, name, selector)
         self._claims.append((ns, name))
         return name
 

@@ -69,13 +69,14 @@ def withheld(driver: str, slices: list[dict]) -> dict[str, list[str]]:
 
 
 def usable_count(driver: str, slices: list[dict]) -> int:
-    """The driver's devices a claim of the suite's can be allocated: those of complete pools (the scheduler
-    allocates from no other), less those tainted out of service."""
+    """The driver's whole GPUs a claim of the suite's can be allocated: those of complete pools (the scheduler
+    allocates from no other), less those tainted out of service (MIG devices are not asked for by the GPU class)."""
+    whole = set(gpu_devices(driver, slices))
     out = 0
-    for p in pools(driver, slices).values():
+    for name, p in pools(driver, slices).items():
         if p["have"] == p["want"]:
-            out += len([d for d in p["devices"]
-                        if not any(t.get("effect") in WITHHOLDING for t in p["taints"].get(d, []))])
+            out += len([d for d in p["devices"] if f"{name}/{d}" in whole
+                        and not any(t.get("effect") in WITHHOLDING for t in p["taints"].get(d, []))])
     return out
 
 
@@ -106,7 +107,7 @@ def devices_hardware_findings(node: str, driver: str, slices: list[dict], report
     if err:
         return [Finding("NOTCHECKED-OPTIONAL", f"{node}: PCI hardware not read: {err}")], {}
     gpus, vfio = _for_containers(pci.get("functions", []))
-    published = len(gpu_devices(driver, slices))
+    published = len(physical_gpus(driver, slices))
     ev = {"pci GPUs": [g.get("address") for g in gpus], "set aside for VMs (vfio)": [g.get("address") for g in vfio],
           "devices published": published, "driver": driver}
     if published != len(gpus):
@@ -116,20 +117,85 @@ def devices_hardware_findings(node: str, driver: str, slices: list[dict], report
     return [], ev
 
 
-def gpu_devices(driver: str, slices: list[dict]) -> list[str]:
-    """The driver's whole-GPU devices ("pool/device", newest generation): every device but those whose `type`
-    attribute says "mig" (NVIDIA's drivers publish type gpu / mig: NVIDIA/k8s-dra-driver
-    cmd/nvidia-dra-plugin/deviceinfo.go; drivers without the attribute publish whole GPUs only)."""
-    out = []
+def _newest_devices(driver: str, slices: list[dict]) -> list[tuple[str, dict]]:
+    """(pool, device) for the driver's devices of each pool's newest generation."""
     newest = {n: p["generation"] for n, p in pools(driver, slices).items()}
+    out = []
     for s in slices:
         spec = s.get("spec") or {}
         pool = spec.get("pool") or {}
         name = pool.get("name") or ""
-        if spec.get("driver") != driver or int(pool.get("generation") or 0) != newest.get(name):
-            continue
-        out += [f"{name}/{d.get('name')}" for d in spec.get("devices") or [] if _attr(d, "type") != "mig"]
+        if spec.get("driver") == driver and int(pool.get("generation") or 0) == newest.get(name):
+            out += [(name, d) for d in spec.get("devices") or []]
     return out
+
+
+def gpu_devices(driver: str, slices: list[dict]) -> list[str]:
+    """The driver's whole-GPU devices ("pool/device", newest generation): every device but those whose `type`
+    attribute says "mig" (NVIDIA's driver publishes type gpu / mig / vfio: NVIDIA/k8s-dra-driver-gpu
+    cmd/gpu-kubelet-plugin/deviceinfo.go at 03af8246; drivers without the attribute publish whole GPUs only)."""
+    return [f"{pool}/{d.get('name')}" for pool, d in _newest_devices(driver, slices) if _attr(d, "type") != "mig"]
+
+
+def physical_gpus(driver: str, slices: list[dict]) -> list[str]:
+    """The physical GPUs the driver's devices stand for: each whole GPU's `uuid` and each MIG device's
+    `parentUUID` (a GPU in MIG mode is published as its MIG devices only), by name where a device has neither."""
+    out = set()
+    for pool, d in _newest_devices(driver, slices):
+        mig = _attr(d, "type") == "mig"
+        out.add((_attr(d, "parentUUID") if mig else _attr(d, "uuid")) or f"{pool}/{d.get('name')}")
+    return sorted(out)
+
+
+# A value from the cluster (a slice's attribute) put into a CEL string literal: only what a GPU UUID is made of
+SAFE_LITERAL = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+def mig_pair(driver: str, slices: list[dict]) -> tuple[str, str, str] | None:
+    """A MIG device published beside its parent GPU (a whole-GPU device whose `uuid` is the MIG device's
+    `parentUUID`): (the parent's device name, its uuid, the MIG device's name), the first by name; None when no
+    such pair is published (no MIG devices, or a GPU in MIG mode published as its MIG devices only) or its uuid is
+    not a plain identifier."""
+    devices = _newest_devices(driver, slices)
+    whole = {_attr(d, "uuid"): f"{p}/{d.get('name')}" for p, d in devices if _attr(d, "type") != "mig"}
+    pairs = sorted((whole[u], u, f"{p}/{d.get('name')}") for p, d in devices
+                   if _attr(d, "type") == "mig" and (u := _attr(d, "parentUUID")) in whole and u)
+    return next((x for x in pairs if SAFE_LITERAL.match(x[1])), None)
+
+
+def parent_selector(driver: str, uuid: str, mig: bool) -> str:
+    """The CEL selector for the GPU `uuid` itself (mig False) or a MIG device of it (mig True), in the driver's
+    attribute domain; `uuid` must match SAFE_LITERAL (it is checked again here: it comes from the cluster)."""
+    if not SAFE_LITERAL.match(uuid):
+        raise ValueError(f"not a plain device identifier: {uuid!r}")
+    attr = "parentUUID" if mig else "uuid"
+    return f'device.attributes["{driver}"].{attr} == "{uuid}"'
+
+
+def mig_parent_findings(node: str, driver: str, parent: str, uuid: str, mig_claim: dict | None,
+                        parent_claim: dict | None, slices: list[dict]) -> tuple[list[Finding], dict]:
+    """A MIG device of the GPU `parent` (uuid `uuid`) and that GPU itself are never both allocated: `mig_claim`
+    (asked for a MIG device of it) and `parent_claim` (asked for the GPU, while the first was held) as the scheduler
+    left them. Partitionable devices (KEP-4815) make that so: the GPU and its MIG devices draw on one counter set
+    (NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/partitions.go at 1b84773c). FAIL-DRA-MIG-AND-PARENT-ALLOCATED
+    when both claims hold their device."""
+    parents = {f"{p}/{d.get('name')}": _attr(d, "parentUUID") for p, d in _newest_devices(driver, slices)}
+    mig = [f"{r.get('pool')}/{r.get('device')}" for r in claim_results([mig_claim] if mig_claim else [], driver)]
+    whole = [f"{r.get('pool')}/{r.get('device')}" for r in claim_results([parent_claim] if parent_claim else [],
+                                                                         driver)]
+    ev = {"parent GPU": f"{parent} ({uuid})", "MIG claim allocated": mig,
+          "parent claim allocated": whole or "nothing (stays pending)"}
+    of_parent = [m for m in mig if parents.get(m) == uuid]
+    if of_parent and parent in whole:
+        return [Finding("FAIL-DRA-MIG-AND-PARENT-ALLOCATED", f"{node}: GPU {parent} ({uuid}) was allocated to claim "
+                        f"{_name(parent_claim)} while its MIG device {', '.join(of_parent)} was allocated to claim "
+                        f"{_name(mig_claim)}: the driver's devices do not share counters (consumesCounters, KEP-4815), "
+                        "so one GPU is handed out twice")], ev
+    return [], ev
+
+
+def _name(obj: dict | None) -> str:
+    return ((obj or {}).get("metadata") or {}).get("name") or "?"
 
 
 def count_findings(node: str, driver: str, slices: list[dict], exp: Expectation) -> tuple[list[Finding], dict]:
@@ -137,11 +203,11 @@ def count_findings(node: str, driver: str, slices: list[dict], exp: Expectation)
     FAIL-F03-UNHEALTHY-DEVICES, naming each with its taints), and where the node's labels or the config count its
     GPUs (`exp.physical`, not under a MIG strategy, whose label counts MIG devices) the driver publishes that many
     whole GPUs (FAIL-F04-OVERADVERTISED / FAIL-F04-UNDERADVERTISED). Returns (findings, evidence)."""
-    gpus = gpu_devices(driver, slices)
+    gpus = physical_gpus(driver, slices)
     out_of_service = withheld(driver, slices)
     info = {f"{n}/{d}": [_taint_text(t) for t in ts] for n, p in pools(driver, slices).items()
             for d, ts in p["taints"].items() if f"{n}/{d}" not in out_of_service}
-    ev: dict = {"driver": driver, "GPU devices": gpus, "tainted out of service": out_of_service,
+    ev: dict = {"driver": driver, "GPUs published (whole or as MIG devices)": gpus, "tainted out of service": out_of_service,
                 "informational taints (device stays in service)": info,
                 "expected": exp.physical if exp.mig_strategy in ("none", "") else None, "expected from": exp.source}
     out: list[Finding] = []
@@ -153,7 +219,7 @@ def count_findings(node: str, driver: str, slices: list[dict], exp: Expectation)
     if want is not None and len(gpus) != want:
         more = len(gpus) > want
         out.append(Finding("FAIL-F04-OVERADVERTISED" if more else "FAIL-F04-UNDERADVERTISED",
-                           f"{node}: {driver} publishes {len(gpus)} GPU device(s), {'more' if more else 'fewer'} than "
+                           f"{node}: {driver} publishes {len(gpus)} GPU(s), {'more' if more else 'fewer'} than "
                            f"the {want} the node has ({exp.source})"))
     return out, ev
 

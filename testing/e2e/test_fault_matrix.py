@@ -17,6 +17,7 @@ import pytest
 from bedtools import KUBECONFIG, MATRIX_OUT, bed, run_suite
 
 from gpuconform import catalog
+from gpuconform.reasons import REASONS
 
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
@@ -156,6 +157,9 @@ DRA_MATRIX: dict[str, tuple[str, dict[str, str], set[str]]] = {
     "taint-ignored": ("dra", {"test_advertised_gpus_match_the_hardware": "FAIL-F03-UNHEALTHY-DEVICES",
                               "test_burst_allocates_every_free_gpu_once_and_one_more_waits":
                                   "FAIL-DRA-TAINTED-DEVICE-ALLOCATED"}, {BUSY}),
+    # the GPUs and their MIG devices published without shared counters: a GPU is allocated beside its MIG device
+    "mig-no-counters": ("mig_device and dra", {
+        "test_a_mig_device_and_its_parent_gpu_are_never_both_allocated": "FAIL-DRA-MIG-AND-PARENT-ALLOCATED"}, set()),
     # a MutatingAdmissionPolicy labels every new namespace (the run's too) resource.kubernetes.io/admin-access=true
     "admin-access-label": ("admin_access and dra", {
         "test_an_admin_access_claim_is_refused_in_a_namespace_without_the_label": "FAIL-DRA-ADMIN-ACCESS-GRANTED"},
@@ -193,6 +197,7 @@ def assert_nothing_left_behind() -> None:
 _matrix_rows: list[str] = []
 FAULT_W = max(map(len, [*MATRIX, *(f"dra {f}" for f in DRA_MATRIX)]))  # the fault column fits the longest name
 CHECK_W = max(len(c.name) for c in catalog.CHECKS)  # and the check column the longest check
+CODE_W = max(len(c) for c in REASONS)  # and the code column the longest code
 
 
 @pytest.mark.faults
@@ -211,7 +216,7 @@ def test_fault_is_detected_by_its_check_with_its_reason_code(fault, tmp_path):
         r = by_check.get(check)
         got = r and r["reason"]
         detected = (got == code and r["outcome"] != "passed") if code else bool(r) and r["outcome"] == "passed"
-        _matrix_rows.append(f"{fault:{FAULT_W}} {check:{CHECK_W}} {code or 'passes':32} "
+        _matrix_rows.append(f"{fault:{FAULT_W}} {check:{CHECK_W}} {code or 'passes':{CODE_W}} "
                             f"{('detected' if code else 'passed') if detected else 'MISSED: ' + str(got)}")
         if not detected:
             problems.append(f"{check}: expected {code}, got {r['outcome'] if r else 'not run'} {got} "
@@ -244,7 +249,7 @@ def test_dra_fault_is_detected_on_the_dra_node_with_its_code(fault, dra_node, tm
     for check, code in expected.items():
         r = got.get(check)
         detected = bool(r) and r["reason"] == code and r["outcome"] == "failed" and DRA_NODE in r["message"]
-        _matrix_rows.append(f"{'dra ' + fault:{FAULT_W}} {check:{CHECK_W}} {code:32} "
+        _matrix_rows.append(f"{'dra ' + fault:{FAULT_W}} {check:{CHECK_W}} {code:{CODE_W}} "
                             f"{'detected' if detected else 'MISSED: ' + str(r and r['reason'])}")
         if not detected:
             problems.append(f"{check}: expected {code}, got {r['outcome'] if r else 'not run'} {r and r['reason']} "
@@ -260,6 +265,6 @@ def test_dra_fault_is_detected_on_the_dra_node_with_its_code(fault, dra_node, tm
 
 def teardown_module(module):
     if _matrix_rows:
-        text = f"{'fault':{FAULT_W}} {'check':{CHECK_W}} {'reason code':32} result\n" + "\n".join(_matrix_rows) + "\n"
+        text = f"{'fault':{FAULT_W}} {'check':{CHECK_W}} {'reason code':{CODE_W}} result\n" + "\n".join(_matrix_rows) + "\n"
         MATRIX_OUT.parent.mkdir(exist_ok=True)
         MATRIX_OUT.write_text(text)  # conftest.py prints it in the terminal summary

@@ -55,7 +55,7 @@ def test_the_checks_holding_every_gpu_are_those_marked_so():
         if c.exclusive:  # the pod label is the one the check's body gives its pods
             strings = {s.value for s in ast.walk(found[c.name]) if isinstance(s, ast.Constant)}
             assert c.exclusive in strings, c.name
-    assert catalog.EXCLUSIVE == ("burst", "numa", "latency")
+    assert catalog.EXCLUSIVE == ("burst", "mig-parent", "numa", "latency")
 
 
 def test_start_counters_name_catalogued_checks():

@@ -4,6 +4,7 @@ report is gpuconform/nodeprobe.py's format (test_verdicts_kubelet_record.pci).""
 
 from __future__ import annotations
 
+import pytest
 from test_verdicts_kubelet_record import pci
 
 from gpuconform import verdicts
@@ -264,7 +265,56 @@ def test_mig_devices_are_not_counted_as_gpus():
     s = slice_(devices=3)
     s["spec"]["devices"][2]["attributes"] = {"type": {"string": "mig"}}
     assert verdicts.dra.gpu_devices(DRIVER, [s]) == ["gpu-node-dra/gpu-0", "gpu-node-dra/gpu-1"]
-    assert verdicts.dra.devices_hardware_findings("n", DRIVER, [s], {"pci": pci(2)})[0] == []
+    assert verdicts.dra.usable_count(DRIVER, [s]) == 2
+    # beside its parent GPU (dynamic MIG) a MIG device is no extra GPU ...
+    parented = mig_slice(mig_of=("GPU-a",))
+    assert verdicts.dra.physical_gpus(DRIVER, [parented]) == ["GPU-a", "GPU-b"]
+    assert verdicts.dra.devices_hardware_findings("n", DRIVER, [parented], {"pci": pci(2)})[0] == []
+    # ... and a GPU in MIG mode, published as its MIG devices only (static MIG), is still one GPU
+    static = mig_slice(whole=("GPU-a",), mig_of=("GPU-b", "GPU-b"))
+    assert verdicts.dra.physical_gpus(DRIVER, [static]) == ["GPU-a", "GPU-b"]
+    assert verdicts.dra.devices_hardware_findings("n", DRIVER, [static], {"pci": pci(2)})[0] == []
+    assert verdicts.dra.count_findings("n", DRIVER, [static], exp(2))[0] == []
+
+
+def mig_slice(whole=("GPU-a", "GPU-b"), mig_of=()):
+    """Whole GPUs and MIG devices as NVIDIA's driver names them (gpu-<minor>, gpu-<minor>-mig-<profile>-<start>-<size>;
+    type, uuid, parentUUID: cmd/gpu-kubelet-plugin/deviceinfo.go)."""
+    devices = [{"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": u}}}
+               for i, u in enumerate(whole)]
+    devices += [{"name": f"gpu-{whole.index(u) if u in whole else 'x'}-mig-19-{i}-1", "attributes": {"type": {"string": "mig"},
+                                                                "uuid": {"string": f"MIG-{i}"},
+                                                                "parentUUID": {"string": u}}}
+                for i, u in enumerate(mig_of)]
+    return {"spec": {"driver": DRIVER, "nodeName": "gpu-node-dra",
+                     "pool": {"generation": 1, "name": "gpu-node-dra", "resourceSliceCount": 1}, "devices": devices}}
+
+
+def test_a_mig_device_beside_its_parent_is_found_and_asked_for_by_a_checked_uuid():
+    assert verdicts.dra.mig_pair(DRIVER, [mig_slice(mig_of=("GPU-b",))]) == (
+        "gpu-node-dra/gpu-1", "GPU-b", "gpu-node-dra/gpu-1-mig-19-0-1")
+    assert verdicts.dra.mig_pair(DRIVER, [mig_slice()]) is None  # no MIG device
+    assert verdicts.dra.mig_pair(DRIVER, [mig_slice(whole=("GPU-a",), mig_of=("GPU-b",))]) is None  # static MIG
+    # a uuid that is not a plain identifier never reaches a CEL expression
+    hostile = 'GPU-a" || true || "'
+    assert verdicts.dra.mig_pair(DRIVER, [mig_slice(whole=(hostile,), mig_of=(hostile,))]) is None
+    assert verdicts.dra.parent_selector(DRIVER, "GPU-b", mig=True) == \
+        'device.attributes["gpu.nvidia.com"].parentUUID == "GPU-b"'
+    with pytest.raises(ValueError):
+        verdicts.dra.parent_selector(DRIVER, hostile, mig=False)
+
+
+def test_a_mig_device_allocated_beside_its_allocated_parent_fails():
+    slices = [mig_slice(mig_of=("GPU-b",))]
+    mig = claim("gpu-1-mig-19-0-1", name="mig-child")
+    ok, ev = verdicts.dra.mig_parent_findings("n", DRIVER, "gpu-node-dra/gpu-1", "GPU-b", mig,
+                                              {"metadata": {"name": "mig-parent"}, "status": {}}, slices)
+    assert ok == [] and ev["parent claim allocated"] == "nothing (stays pending)"
+    bad, _ = verdicts.dra.mig_parent_findings("n", DRIVER, "gpu-node-dra/gpu-1", "GPU-b", mig,
+                                              claim("gpu-1", name="mig-parent"), slices)
+    assert codes(bad) == ["FAIL-DRA-MIG-AND-PARENT-ALLOCATED"]
+    assert ("GPU gpu-node-dra/gpu-1 (GPU-b) was allocated to claim mig-parent while its MIG device "
+            "gpu-node-dra/gpu-1-mig-19-0-1 was allocated to claim mig-child") in bad[0].message
 
 
 def test_usable_devices_leave_out_incomplete_pools_and_tainted_devices():

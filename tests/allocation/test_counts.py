@@ -18,7 +18,7 @@ def test_advertised_gpus_match_the_hardware(check):
         exp = check.expectation(node)
         found, ev = verdicts.dra.count_findings(check.node, check.gpu.dra_driver, check.resource_slices(), exp)
         check.note("published devices", ev)
-        for k, v in (("expected", ev["expected"]), ("published", len(ev["GPU devices"])),
+        for k, v in (("expected", ev["expected"]), ("published", len(ev["GPUs published (whole or as MIG devices)"])),
                      ("tainted_out_of_service", len(ev["tainted out of service"]))):
             check.record(k, v)
         check.hand_over(found)

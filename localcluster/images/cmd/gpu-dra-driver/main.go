@@ -104,12 +104,18 @@ func main() {
 		defer func() {
 			_ = client.ResourceV1().ResourceSlices().Delete(context.Background(), slice.Name, metav1.DeleteOptions{})
 		}()
-	} else if err := helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
-		node: {Slices: []resourceslice.Slice{{Devices: devices}}}}}); err != nil {
-		fatal("publish resources: %v", err)
+	} else {
+		slices := []resourceslice.Slice{{Devices: devices}}
+		if sets := dra.CounterSets(h, faults); len(sets) > 0 { // a slice of their own: devices or counters
+			slices = append(slices, resourceslice.Slice{SharedCounters: sets})
+		}
+		if err := helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
+			node: {Slices: slices}}}); err != nil {
+			fatal("publish resources: %v", err)
+		}
 	}
-	logger.Printf("published pool %q with %d device(s) (complete: %v); registration with the kubelet %v", node,
-		len(devices), !faults.PoolIncomplete, !faults.NoRegister)
+	logger.Printf("published pool %q with %d device(s) and %d counter set(s) (complete: %v); registration with the "+
+		"kubelet %v", node, len(devices), len(dra.CounterSets(h, faults)), !faults.PoolIncomplete, !faults.NoRegister)
 	<-ctx.Done()
 	logger.Printf("exiting")
 }

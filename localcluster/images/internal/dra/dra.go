@@ -36,6 +36,7 @@ type Faults struct {
 	DoubleInject   bool // inject the first GPU for every allocated device: two claims' containers share it
 	PoolIncomplete bool // publish the pool's devices in one slice that says the pool has two
 	TaintUnhealthy bool // publish the last GPU tainted out of service (UnhealthyTaint), as a driver that saw an XID
+	MigNoCounters  bool // publish the MIG devices and their GPUs without shared counters: both can be allocated
 }
 
 // UnhealthyTaint is the taint-unhealthy fault's taint on the last GPU: NoSchedule, so that the scheduler allocates
@@ -51,7 +52,7 @@ func ParseFaults(s string) (Faults, error) {
 	known := map[string]*bool{"omit-last-device": &f.OmitLastDevice, "extra-device": &f.ExtraDevice,
 		"no-register": &f.NoRegister, "prepare-fails": &f.PrepareFails, "wrong-device": &f.WrongDevice,
 		"double-inject": &f.DoubleInject, "pool-incomplete": &f.PoolIncomplete,
-		"taint-unhealthy": &f.TaintUnhealthy}
+		"taint-unhealthy": &f.TaintUnhealthy, "mig-no-counters": &f.MigNoCounters}
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {
@@ -87,9 +88,24 @@ func ver(s string) resourceapi.DeviceAttribute {
 	return resourceapi.DeviceAttribute{VersionValue: &s}
 }
 
-// Devices returns the pool's devices for the hardware: one per whole GPU (MIG devices are not published by this
-// simulated driver; a GPU in MIG mode is published whole), with the faults' changes.
-func Devices(h *hw.Hardware, f Faults) []resourceapi.Device {
+// The one MIG profile the simulated driver offers per GPU, as NVIDIA's driver names and describes an abstract MIG
+// device with dynamic MIG (partitionable devices, KEP-4815; NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin
+// deviceinfo.go and partitions.go): 1g.5gb of an A100-40GB is GPU instance profile 19, one of 8 memory slices.
+const (
+	migProfile       = "1g.5gb"
+	migProfileID     = 19
+	migMemorySlices  = 8
+	migMemoryBytes   = int64(5) << 30
+	migMultiprocs    = 14
+	memSliceCounter  = "memory-slice-%d"
+	counterSetFormat = "gpu-%d-counter-set"
+)
+
+// MigDeviceName is NVIDIA's name of a MIG device: gpu-<minor>-mig-<GI profile id>-<placement start>-<size>.
+func MigDeviceName(g hw.GPU) string { return fmt.Sprintf("gpu-%d-mig-%d-0-1", g.Index, migProfileID) }
+
+// gpusFor is the GPUs the pool publishes: the hardware's, with omit-last-device and extra-device applied.
+func gpusFor(h *hw.Hardware, f Faults) []hw.GPU {
 	gpus := append([]hw.GPU(nil), h.GPUs...)
 	if f.OmitLastDevice && len(gpus) > 0 {
 		gpus = gpus[:len(gpus)-1]
@@ -104,9 +120,42 @@ func Devices(h *hw.Hardware, f Faults) []resourceapi.Device {
 		gpus = append(gpus, hw.GPU{Index: next, UUID: hw.PhantomUUID(0), Name: "NVIDIA A100-SXM4-40GB",
 			MemoryTotalMiB: 40960, Minor: next})
 	}
-	out := make([]resourceapi.Device, 0, len(gpus))
+	return gpus
+}
+
+func qty(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.BinarySI) }
+
+// gpuCounters is everything of the GPU's counter set: its memory and each memory slice.
+func gpuCounters(g hw.GPU) map[string]resourceapi.Counter {
+	c := map[string]resourceapi.Counter{"memory": {Value: qty(int64(g.MemoryTotalMiB) << 20)}}
+	for i := 0; i < migMemorySlices; i++ {
+		c[fmt.Sprintf(memSliceCounter, i)] = resourceapi.Counter{Value: qty(1)}
+	}
+	return c
+}
+
+// CounterSets is the pool's shared counters: one set per GPU (NVIDIA's gpu-<minor>-counter-set), which the GPU
+// consumes whole and each of its MIG devices in part, so that the scheduler never allocates both. Published in
+// a slice of its own (a slice has devices or shared counters, not both: kubernetes v1.37.2
+// pkg/apis/resource/validation/validation.go). None with the mig-no-counters fault.
+func CounterSets(h *hw.Hardware, f Faults) []resourceapi.CounterSet {
+	if f.MigNoCounters {
+		return nil
+	}
+	var out []resourceapi.CounterSet
+	for _, g := range gpusFor(h, f) {
+		out = append(out, resourceapi.CounterSet{Name: fmt.Sprintf(counterSetFormat, g.Index), Counters: gpuCounters(g)})
+	}
+	return out
+}
+
+// Devices returns the pool's devices for the hardware, with the faults' changes: each whole GPU (type gpu), then
+// one MIG device of each (type mig, parentUUID the GPU's uuid), both drawing on the GPU's counter set.
+func Devices(h *hw.Hardware, f Faults) []resourceapi.Device {
+	gpus := gpusFor(h, f)
+	out := make([]resourceapi.Device, 0, 2*len(gpus))
 	for _, g := range gpus {
-		out = append(out, resourceapi.Device{
+		d := resourceapi.Device{
 			Name: DeviceName(g),
 			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 				"type": str("gpu"), "uuid": str(g.UUID), "minor": num(g.Minor), "index": num(g.Index),
@@ -115,12 +164,38 @@ func Devices(h *hw.Hardware, f Faults) []resourceapi.Device {
 				"cudaDriverVersion": ver(h.CUDAVersion),
 			},
 			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-				"memory": {Value: *resource.NewQuantity(int64(g.MemoryTotalMiB)<<20, resource.BinarySI)},
+				"memory": {Value: qty(int64(g.MemoryTotalMiB) << 20)},
 			},
-		})
+		}
+		if !f.MigNoCounters {
+			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{
+				CounterSet: fmt.Sprintf(counterSetFormat, g.Index), Counters: gpuCounters(g)}}
+		}
+		out = append(out, d)
 	}
 	if f.TaintUnhealthy && len(out) > 0 {
 		out[len(out)-1].Taints = []resourceapi.DeviceTaint{UnhealthyTaint} // the API server sets TimeAdded
+	}
+	for _, g := range gpus {
+		d := resourceapi.Device{
+			Name: MigDeviceName(g),
+			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				"type": str("mig"), "uuid": str("MIG-" + strings.TrimPrefix(g.UUID, "GPU-")),
+				"parentUUID": str(g.UUID), "profile": str(migProfile), "productName": str(g.Name),
+				"brand": str("Nvidia"), "architecture": str("Ampere"), "cudaComputeCapability": ver("8.0"),
+				"driverVersion": ver(h.DriverVersion), "cudaDriverVersion": ver(h.CUDAVersion),
+			},
+			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+				"memory": {Value: qty(migMemoryBytes)}, "multiprocessors": {Value: qty(migMultiprocs)},
+			},
+		}
+		if !f.MigNoCounters {
+			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{
+				CounterSet: fmt.Sprintf(counterSetFormat, g.Index),
+				Counters: map[string]resourceapi.Counter{"memory": {Value: qty(migMemoryBytes)},
+					fmt.Sprintf(memSliceCounter, 0): {Value: qty(1)}}}}
+		}
+		out = append(out, d)
 	}
 	return out
 }
@@ -135,11 +210,12 @@ func IncompleteSlice(node string, devices []resourceapi.Device) *resourceapi.Res
 	}
 }
 
-// Lookup finds the GPU a device name stands for; with the wrong-device fault, the next GPU in the hardware;
+// Lookup finds the GPU a device name (a GPU's or its MIG device's) stands for; with the wrong-device fault, the next GPU in the hardware;
 // with double-inject, the first.
 func Lookup(h *hw.Hardware, device string, f Faults) (hw.GPU, bool) {
 	for i, g := range h.GPUs {
-		if DeviceName(g) == device {
+		// a MIG device is prepared as its GPU: the simulated hardware has no MIG instances to inject
+		if DeviceName(g) == device || MigDeviceName(g) == device {
 			if f.DoubleInject {
 				return h.GPUs[0], true
 			}

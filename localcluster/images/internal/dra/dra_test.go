@@ -17,7 +17,7 @@ func hardware() *hw.Hardware {
 
 func TestDevicesFollowNVIDIA(t *testing.T) {
 	devs := Devices(hardware(), Faults{})
-	if len(devs) != 2 || devs[0].Name != "gpu-0" || devs[1].Name != "gpu-1" {
+	if len(devs) != 4 || devs[0].Name != "gpu-0" || devs[1].Name != "gpu-1" || devs[2].Name != "gpu-0-mig-19-0-1" {
 		t.Fatalf("devices %+v", devs)
 	}
 	a := devs[1].Attributes
@@ -32,15 +32,39 @@ func TestDevicesFollowNVIDIA(t *testing.T) {
 	}
 }
 
+func TestMigDevicesShareTheirGPUsCounters(t *testing.T) {
+	devs, sets := Devices(hardware(), Faults{}), CounterSets(hardware(), Faults{})
+	if len(sets) != 2 || sets[1].Name != "gpu-1-counter-set" || len(sets[1].Counters) != 9 {
+		t.Fatalf("counter sets %+v", sets)
+	}
+	gpu, mig := devs[1], devs[3]
+	if mig.Name != "gpu-1-mig-19-0-1" || *mig.Attributes["parentUUID"].StringValue != "GPU-b" ||
+		*mig.Attributes["type"].StringValue != "mig" {
+		t.Fatalf("MIG device %+v", mig)
+	}
+	if gpu.ConsumesCounters[0].CounterSet != "gpu-1-counter-set" || len(gpu.ConsumesCounters[0].Counters) != 9 ||
+		mig.ConsumesCounters[0].CounterSet != "gpu-1-counter-set" || len(mig.ConsumesCounters[0].Counters) != 2 {
+		t.Fatalf("consumption: gpu %+v, mig %+v", gpu.ConsumesCounters, mig.ConsumesCounters)
+	}
+	if g, ok := Lookup(hardware(), "gpu-1-mig-19-0-1", Faults{}); !ok || g.UUID != "GPU-b" {
+		t.Fatalf("MIG lookup %v %v", g, ok)
+	}
+	none := Devices(hardware(), Faults{MigNoCounters: true})
+	if CounterSets(hardware(), Faults{MigNoCounters: true}) != nil || none[1].ConsumesCounters != nil ||
+		none[3].ConsumesCounters != nil {
+		t.Fatalf("mig-no-counters still consumes: %+v", none)
+	}
+}
+
 func TestFaultsChangeWhatIsPublishedAndInjected(t *testing.T) {
-	if s := IncompleteSlice("n", Devices(hardware(), Faults{})); s.Spec.Pool.ResourceSliceCount != 2 || len(s.Spec.Devices) != 2 || *s.Spec.NodeName != "n" {
+	if s := IncompleteSlice("n", Devices(hardware(), Faults{})); s.Spec.Pool.ResourceSliceCount != 2 || len(s.Spec.Devices) != 4 || *s.Spec.NodeName != "n" {
 		t.Fatalf("incomplete slice: %+v", s.Spec)
 	}
-	if d := Devices(hardware(), Faults{OmitLastDevice: true}); len(d) != 1 {
+	if d := Devices(hardware(), Faults{OmitLastDevice: true}); len(d) != 2 {
 		t.Fatalf("omit-last-device: %d devices", len(d))
 	}
 	d := Devices(hardware(), Faults{ExtraDevice: true})
-	if len(d) != 3 || d[2].Name != "gpu-2" {
+	if len(d) != 6 || d[2].Name != "gpu-2" {
 		t.Fatalf("extra-device: %+v", d)
 	}
 	if g, _ := Lookup(hardware(), "gpu-0", Faults{WrongDevice: true}); g.UUID != "GPU-b" {
@@ -52,7 +76,7 @@ func TestFaultsChangeWhatIsPublishedAndInjected(t *testing.T) {
 	if g, ok := Lookup(hardware(), "gpu-1", Faults{}); !ok || g.UUID != "GPU-b" {
 		t.Fatalf("lookup %v %v", g, ok)
 	}
-	if d := Devices(hardware(), Faults{TaintUnhealthy: true}); len(d) != 2 || len(d[0].Taints) != 0 ||
+	if d := Devices(hardware(), Faults{TaintUnhealthy: true}); len(d) != 4 || len(d[0].Taints) != 0 ||
 		len(d[1].Taints) != 1 || d[1].Taints[0].Effect != "NoSchedule" || d[1].Taints[0].Key != "gpu.nvidia.com/xid" {
 		t.Fatalf("taint-unhealthy: %+v", d)
 	}
