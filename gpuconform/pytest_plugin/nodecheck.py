@@ -81,8 +81,9 @@ class NodeCheck:
         """Not checked (NOTCHECKED-DRA-PATH) on a DRA node for a check not made on that path yet (catalog.py)."""
         c = catalog.BY_NAME.get(self.test.split("::")[-1].split("[")[0])
         if self.dra and c is not None and not c.dra:
+            why = c.not_on_dra or "this check is made on device-plugin nodes only so far"
             hand_over([verdicts.Finding("NOTCHECKED-DRA-PATH", f"{self.node}: GPUs served by the DRA driver "
-                                        f"{self.gpu.dra_driver}; this check is made on device-plugin nodes only so far")])
+                                        f"{self.gpu.dra_driver}; {why}")])
 
     def resource_slices(self) -> list[dict]:
         """The ResourceSlices naming this node now (one field-selected LIST)."""

@@ -224,16 +224,55 @@ def count_findings(node: str, driver: str, slices: list[dict], exp: Expectation)
     return out, ev
 
 
+def _registrar_socket(driver: str) -> re.Pattern:
+    """The names of `driver`'s registration socket in the kubelet's plugins_registry (module docstring)."""
+    return re.compile(rf"^{re.escape(driver)}(-[A-Za-z0-9_-]+)?-reg\.sock$|^dra-[A-Za-z0-9_-]+-reg\.sock$")
+
+
 def registrar_findings(node: str, driver: str, listing: str, exit_code: int | None = 0) -> list[Finding]:
     """`ls -la` of the kubelet's plugins_registry directory shows a registration socket of `driver`."""
     if exit_code != 0:
         return [Finding("ERROR-API", f"{node}: socket probe exited {exit_code}: {listing[-300:]}")]
     entries = [ln.split()[-1] for ln in listing.splitlines()[1:] if ln.split()]
-    own = re.compile(rf"^{re.escape(driver)}(-[A-Za-z0-9_-]+)?-reg\.sock$|^dra-[A-Za-z0-9_-]+-reg\.sock$")
+    own = _registrar_socket(driver)
     if any(own.match(e) for e in entries):
         return []
     return [Finding("FAIL-DRA-NOT-REGISTERED", f"{node}: no registration socket of {driver} in the kubelet's "
                     f"plugins_registry directory (entries: {[e for e in entries if e not in ('.', '..')]})")]
+
+
+# The kubelet's plugin manager gauge (kubernetes v1.37.2 pkg/kubelet/pluginmanager/metrics/metrics.go, ALPHA):
+# plugins by socket_path and state; "actual_state_of_world" holds the plugins whose registration completed
+# (a DRA driver's, a CSI driver's), "desired_state_of_world" the sockets the watcher found.
+PLUGIN_MANAGER = "plugin_manager_total_plugins"
+
+
+def registration_metric_findings(node: str, driver: str, samples: list, started: float | None,
+                                 started_before: float | None) -> tuple[list[Finding], dict]:
+    """The registration check on a DRA node, from the kubelet's /metrics: the kubelet did not restart during the
+    run (FAIL-F11-REGISTRATION-UNSTABLE) and its plugin manager holds `driver`'s registration socket as registered
+    (actual state of world); FAIL-DRA-NOT-REGISTERED when it is only found (desired state) or absent."""
+    own = _registrar_socket(driver)
+    states: dict[str, list[str]] = {}
+    for name, labels, value in samples:
+        ls = dict(labels)
+        sock = ls.get("socket_path", "")
+        if name == PLUGIN_MANAGER and value > 0 and own.match(sock.rsplit("/", 1)[-1]):
+            states.setdefault(ls.get("state", ""), []).append(sock)
+    ev = {"driver": driver, "registered (actual state)": states.get("actual_state_of_world", []),
+          "found (desired state)": states.get("desired_state_of_world", []),
+          "kubelet process start": {"at start": started_before, "now": started}}
+    if started is not None and started_before is not None and started != started_before:
+        return [Finding("FAIL-F11-REGISTRATION-UNSTABLE", f"{node}: the kubelet restarted during the run (process "
+                        f"start time {started_before:.0f} -> {started:.0f}): every DRA driver had to register "
+                        "again")], ev
+    if states.get("actual_state_of_world"):
+        return [], ev
+    found = states.get("desired_state_of_world")
+    why = (f"its socket {found[0]} is found but the registration did not complete" if found else
+           "no socket of it is known to the plugin manager")
+    return [Finding("FAIL-DRA-NOT-REGISTERED", f"{node}: the kubelet's {PLUGIN_MANAGER} has no registered plugin "
+                    f"of {driver}: {why}")], ev
 
 
 def _attr(device: dict, name: str) -> str | None:

@@ -129,7 +129,8 @@ DRA_NODE = "gpu-node-dra"
 PREPARE = "FAIL-DRA-PREPARE-FAILED"
 DRA_MATRIX: dict[str, tuple[str, dict[str, str], set[str]]] = {
     # the kubelet cannot call an unregistered driver: every claim's prepare fails
-    "no-register": ("dra", {"test_plugin_socket_exists_in_device_plugins_dir": "FAIL-DRA-NOT-REGISTERED"}, {PREPARE}),
+    "no-register": ("dra", {"test_plugin_socket_exists_in_device_plugins_dir": "FAIL-DRA-NOT-REGISTERED",
+                            "test_kubelet_counts_the_plugin_registration": "FAIL-DRA-NOT-REGISTERED"}, {PREPARE}),
     "omit-last-device": ("dra", {"test_advertised_gpus_match_the_pci_hardware": "FAIL-DRA-DEVICES-NOT-HARDWARE"},
                          set()),
     # the scheduler may allocate the phantom device, which the driver then cannot prepare
@@ -137,7 +138,8 @@ DRA_MATRIX: dict[str, tuple[str, dict[str, str], set[str]]] = {
                      {PREPARE}),
     # no driver pod, no slice, no socket: nothing to allocate from
     "driver-gone": ("dra", {"test_gpu_resource_is_in_node_capacity": "FAIL-DRA-NO-SLICES",
-                            "test_plugin_socket_exists_in_device_plugins_dir": "FAIL-DRA-NOT-REGISTERED"},
+                            "test_plugin_socket_exists_in_device_plugins_dir": "FAIL-DRA-NOT-REGISTERED",
+                            "test_kubelet_counts_the_plugin_registration": "FAIL-DRA-NOT-REGISTERED"},
                     {BUSY, "FAIL-F08-PLUGIN-NOT-READY", "FAIL-DRA-DEVICES-NOT-HARDWARE"}),
     # the scheduler allocates from complete pools only: no device is free for the workload checks
     "pool-incomplete": ("dra", {"test_gpu_resource_is_in_node_capacity": "FAIL-DRA-POOL-INCOMPLETE"}, {BUSY}),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from test_verdicts_kubelet_record import pci
 
-from gpuconform import verdicts
+from gpuconform import metrics, verdicts
 from gpuconform.counts import Expectation
 
 DRIVER = "gpu.nvidia.com"
@@ -333,3 +333,37 @@ def test_a_claim_allocated_a_tainted_device_fails_and_others_pass():
     assert codes(bad) == ["FAIL-DRA-TAINTED-DEVICE-ALLOCATED"]
     assert "pod burst-extra's claim extra-claim was allocated gpu-node-dra/gpu-1" in bad[0].message
     assert "gpu.nvidia.com/xid=79:NoSchedule" in bad[0].message
+
+
+# The plugin manager's series on the bed's DRA kubelet (v1.37.2), recorded 2026-12-06 with
+# `kubectl get --raw /api/v1/nodes/gpu-node-dra/proxy/metrics`
+PLUGIN_MANAGER_METRICS = """# HELP plugin_manager_total_plugins [ALPHA] Number of plugins in Plugin Manager
+# TYPE plugin_manager_total_plugins gauge
+plugin_manager_total_plugins{socket_path="/var/lib/kubelet/plugins_registry/gpu.nvidia.com-reg.sock",state="actual_state_of_world"} 1
+plugin_manager_total_plugins{socket_path="/var/lib/kubelet/plugins_registry/gpu.nvidia.com-reg.sock",state="desired_state_of_world"} 1
+process_start_time_seconds 1.76498e+09
+"""
+
+
+def test_the_kubelets_plugin_manager_holding_the_driver_registered_passes():
+    samples = metrics.parse(PLUGIN_MANAGER_METRICS)
+    ok, ev = verdicts.dra.registration_metric_findings("n", DRIVER, samples, 1.76498e9, 1.76498e9)
+    assert ok == [] and ev["registered (actual state)"] == [
+        "/var/lib/kubelet/plugins_registry/gpu.nvidia.com-reg.sock"]
+    # found but not registered, or not known at all
+    found_only = [s for s in samples if ("state", "actual_state_of_world") not in s[1]]
+    bad, _ = verdicts.dra.registration_metric_findings("n", DRIVER, found_only, None, None)
+    assert codes(bad) == ["FAIL-DRA-NOT-REGISTERED"] and "registration did not complete" in bad[0].message
+    none, _ = verdicts.dra.registration_metric_findings("n", DRIVER, metrics.parse("process_start_time_seconds 1\n"),
+                                                        None, None)
+    assert codes(none) == ["FAIL-DRA-NOT-REGISTERED"] and "no socket of it" in none[0].message
+    # another driver's socket is not this driver's registration
+    other = metrics.parse(PLUGIN_MANAGER_METRICS.replace("gpu.nvidia.com-reg", "net.example.com-reg"))
+    assert codes(verdicts.dra.registration_metric_findings("n", DRIVER, other, None, None)[0]) == [
+        "FAIL-DRA-NOT-REGISTERED"]
+
+
+def test_a_kubelet_restart_during_the_run_is_an_unstable_registration_on_dra_too():
+    found, _ = verdicts.dra.registration_metric_findings("n", DRIVER, metrics.parse(PLUGIN_MANAGER_METRICS),
+                                                         1.76498e9 + 60, 1.76498e9)
+    assert codes(found) == ["FAIL-F11-REGISTRATION-UNSTABLE"]

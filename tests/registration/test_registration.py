@@ -42,10 +42,19 @@ def test_gpu_resource_is_in_node_capacity(check):
 def test_kubelet_counts_the_plugin_registration(check):
     """MUST: the kubelet's kubelet_device_plugin_registration_total for each of the node's GPU resources is
     present, and neither it grew nor the kubelet restarted (process_start_time_seconds) during the run: a
-    re-registration means a plugin or kubelet restart."""
+    re-registration means a plugin or kubelet restart. On a DRA node: the kubelet's plugin manager holds the
+    driver's registration socket as registered (plugin_manager_total_plugins, state actual_state_of_world), and
+    the kubelet did not restart during the run."""
     check.needs(check.granted("nodes/proxy"), "nodes/proxy not granted: kubelet metrics not checked")
     kubelet = check.run.kubelet
     samples = check.kubelet_metrics()
+    if check.dra:
+        found, ev = verdicts.dra.registration_metric_findings(
+            check.node, check.gpu.dra_driver, samples, verdicts.kubelet_started(samples),
+            kubelet.kubelet_started_before.get(check.node))
+        check.note("plugin manager", ev)
+        check.hand_over(found)
+        return
     now = verdicts.registration_counts(samples, check.expectation().resources)
     started, started_before = verdicts.kubelet_started(samples), kubelet.kubelet_started_before.get(check.node)
     before = kubelet.registration_before.get(check.node) or {}
