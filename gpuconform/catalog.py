@@ -72,7 +72,7 @@ CHECKS = (
           ai_conformance=(SECURE_ACCESS, DRA), dra=True),
     Check("test_gpu_access_held_through_the_run_survives_to_its_end", "a pod holding one GPU through the run still "
           "sees it at the end.", start_counters=True,
-          ai_conformance=(SECURE_ACCESS,)),
+          ai_conformance=(SECURE_ACCESS, DRA), dra=True),
     Check("test_burst_allocates_every_free_gpu_once_and_one_more_waits", "a burst of pods gets every free device "
           "exactly once and one more pod stays Pending.", exclusive="burst",
           ai_conformance=(SECURE_ACCESS, SHARING, DRA), dra=True),

@@ -190,16 +190,17 @@ def run_long_script(every_s: int, stale_s: int, beat_file: str = HEARTBEAT_FILE)
 
 def run_long_pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Config | dict, resource: str,
                  gpus: int = 1, every_s: int = RUN_HOLD_EVERY_S, stale_s: int = RUN_HOLD_STALE_S,
-                 deadline: float = RUN_HOLD_DEADLINE_S) -> dict:
+                 deadline: float = RUN_HOLD_DEADLINE_S, claim_template: str = "") -> dict:
     """A probe that holds `gpus` devices for the whole run, repeating its device check every `every_s` (the
     lost-access check), best effort (it holds no CPU a Guaranteed probe needs). A SIGKILLed runner must not
     leave it holding a GPU until `deadline`: it carries the heartbeat annotation, which the run refreshes every
     HEARTBEAT_EVERY_S while it lives (gpuconform/pytest_plugin/namespaces.py create_pod stamps it and registers the pod), sees it
     through a downwardAPI volume, and exits once it has not changed for `stale_s` (run_long_script).
-    activeDeadlineSeconds stays the hard limit."""
+    activeDeadlineSeconds stays the hard limit. `claim_template`: on a DRA node, its devices from a claim made
+    from that template."""
     p = pod(name, namespace, run_id, check, node, cfg, image=view(cfg).get("images.probe"), gpus=gpus,
             resource=resource, command=["sh", "-c", run_long_script(every_s, stale_s)], deadline=deadline,
-            best_effort=True)
+            best_effort=True, claim_template=claim_template)
     p["metadata"]["annotations"] = {HEARTBEAT: ""}  # stamped at create (gpuconform/pytest_plugin/namespaces.py create_pod)
     p["spec"]["containers"][0]["volumeMounts"] = [{"name": "heartbeat", "mountPath": HEARTBEAT_DIR, "readOnly": True}]
     p["spec"]["volumes"] = [{"name": "heartbeat", "downwardAPI": {"items": [{

@@ -24,7 +24,7 @@ import cluster
 from cluster import IMAGES, LOGS, PKI, STATE, BedError, Bins, Kubectl, say, sh
 
 NODE = "gpu-node-dra"
-GPUS = 2
+GPUS = 3
 BASE = Path("/var/lib/gpuconform-dra")
 # host path in the node's mount namespace -> where its content lives on the host
 DRA_DIRS = {"/var/lib/kubelet": BASE / "kubelet", "/var/log/pods": BASE / "pods-logs",

@@ -187,7 +187,7 @@ class NodeCheck:
 
     def run_long_pod(self, tag: str, role: str) -> dict:
         return pods.run_long_pod(self.pod_name(tag), self.namespace(), self.run_id, role, self.node, self.cfg,
-                                 self.resource)
+                                 self.resource, claim_template=self._claim(1))
 
     def socket_probe_pod(self) -> dict:
         return pods.socket_probe_pod(self.pod_name("socket"), self.namespace(privileged=True), self.run_id,

@@ -151,25 +151,36 @@ def physical_gpus(driver: str, slices: list[dict]) -> list[str]:
 SAFE_LITERAL = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
-def mig_pair(driver: str, slices: list[dict]) -> tuple[str, str, str] | None:
-    """A MIG device published beside its parent GPU (a whole-GPU device whose `uuid` is the MIG device's
-    `parentUUID`): (the parent's device name, its uuid, the MIG device's name), the first by name; None when no
-    such pair is published (no MIG devices, or a GPU in MIG mode published as its MIG devices only) or its uuid is
-    not a plain identifier."""
+def mig_parents(driver: str, slices: list[dict]) -> dict[str, str]:
+    """The GPUs published whole beside a MIG device of theirs (a MIG device's `parentUUID` is a whole-GPU device's
+    `uuid`): uuid -> the GPU's "pool/device". Empty when there is no such pair (no MIG devices, or GPUs in MIG mode
+    published as their MIG devices only). A uuid that is not a plain identifier is left out: it would go into a
+    CEL expression."""
     devices = _newest_devices(driver, slices)
-    whole = {_attr(d, "uuid"): f"{p}/{d.get('name')}" for p, d in devices if _attr(d, "type") != "mig"}
-    pairs = sorted((whole[u], u, f"{p}/{d.get('name')}") for p, d in devices
-                   if _attr(d, "type") == "mig" and (u := _attr(d, "parentUUID")) in whole and u)
-    return next((x for x in pairs if SAFE_LITERAL.match(x[1])), None)
+    whole = {u: f"{p}/{d.get('name')}" for p, d in devices if _attr(d, "type") != "mig" and (u := _attr(d, "uuid"))}
+    return {u: whole[u] for p, d in devices if _attr(d, "type") == "mig"
+            and (u := _attr(d, "parentUUID")) in whole and SAFE_LITERAL.match(u)}
 
 
-def parent_selector(driver: str, uuid: str, mig: bool) -> str:
-    """The CEL selector for the GPU `uuid` itself (mig False) or a MIG device of it (mig True), in the driver's
-    attribute domain; `uuid` must match SAFE_LITERAL (it is checked again here: it comes from the cluster)."""
-    if not SAFE_LITERAL.match(uuid):
-        raise ValueError(f"not a plain device identifier: {uuid!r}")
-    attr = "parentUUID" if mig else "uuid"
-    return f'device.attributes["{driver}"].{attr} == "{uuid}"'
+def parent_selector(driver: str, uuids: list[str], mig: bool) -> str:
+    """The CEL selector for one of the GPUs `uuids` itself (mig False) or a MIG device of one of them (mig True), in
+    the driver's attribute domain; each uuid must match SAFE_LITERAL (checked again here: they come from the
+    cluster)."""
+    bad = [u for u in uuids if not SAFE_LITERAL.match(u)]
+    if bad or not uuids:
+        raise ValueError(f"not plain device identifiers: {bad or uuids!r}")
+    attr = f'device.attributes["{driver}"].{"parentUUID" if mig else "uuid"}'
+    quoted = ", ".join(f'"{u}"' for u in uuids)
+    return f"{attr} == {quoted}" if len(uuids) == 1 else f"{attr} in [{quoted}]"
+
+
+def allocated_parent(driver: str, claim: dict | None, slices: list[dict]) -> str | None:
+    """The `parentUUID` of the MIG device the claim was allocated (None: not allocated, or no such device)."""
+    devices = {f"{p}/{d.get('name')}": d for p, d in _newest_devices(driver, slices)}
+    for r in claim_results([claim] if claim else [], driver):
+        if (d := devices.get(f"{r.get('pool')}/{r.get('device')}")) is not None and _attr(d, "type") == "mig":
+            return _attr(d, "parentUUID")
+    return None
 
 
 def mig_parent_findings(node: str, driver: str, parent: str, uuid: str, mig_claim: dict | None,

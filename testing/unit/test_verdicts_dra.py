@@ -290,18 +290,26 @@ def mig_slice(whole=("GPU-a", "GPU-b"), mig_of=()):
                      "pool": {"generation": 1, "name": "gpu-node-dra", "resourceSliceCount": 1}, "devices": devices}}
 
 
-def test_a_mig_device_beside_its_parent_is_found_and_asked_for_by_a_checked_uuid():
-    assert verdicts.dra.mig_pair(DRIVER, [mig_slice(mig_of=("GPU-b",))]) == (
-        "gpu-node-dra/gpu-1", "GPU-b", "gpu-node-dra/gpu-1-mig-19-0-1")
-    assert verdicts.dra.mig_pair(DRIVER, [mig_slice()]) is None  # no MIG device
-    assert verdicts.dra.mig_pair(DRIVER, [mig_slice(whole=("GPU-a",), mig_of=("GPU-b",))]) is None  # static MIG
+def test_gpus_published_beside_their_mig_devices_are_found_and_asked_for_by_checked_uuids():
+    assert verdicts.dra.mig_parents(DRIVER, [mig_slice(mig_of=("GPU-b",))]) == {"GPU-b": "gpu-node-dra/gpu-1"}
+    assert verdicts.dra.mig_parents(DRIVER, [mig_slice(mig_of=("GPU-a", "GPU-b"))]) == {
+        "GPU-a": "gpu-node-dra/gpu-0", "GPU-b": "gpu-node-dra/gpu-1"}
+    assert verdicts.dra.mig_parents(DRIVER, [mig_slice()]) == {}  # no MIG device
+    assert verdicts.dra.mig_parents(DRIVER, [mig_slice(whole=("GPU-a",), mig_of=("GPU-b",))]) == {}  # static MIG
     # a uuid that is not a plain identifier never reaches a CEL expression
     hostile = 'GPU-a" || true || "'
-    assert verdicts.dra.mig_pair(DRIVER, [mig_slice(whole=(hostile,), mig_of=(hostile,))]) is None
-    assert verdicts.dra.parent_selector(DRIVER, "GPU-b", mig=True) == \
-        'device.attributes["gpu.nvidia.com"].parentUUID == "GPU-b"'
+    assert verdicts.dra.mig_parents(DRIVER, [mig_slice(whole=(hostile,), mig_of=(hostile,))]) == {}
+    assert verdicts.dra.parent_selector(DRIVER, ["GPU-b"], mig=False) == \
+        'device.attributes["gpu.nvidia.com"].uuid == "GPU-b"'
+    assert verdicts.dra.parent_selector(DRIVER, ["GPU-a", "GPU-b"], mig=True) == \
+        'device.attributes["gpu.nvidia.com"].parentUUID in ["GPU-a", "GPU-b"]'
     with pytest.raises(ValueError):
-        verdicts.dra.parent_selector(DRIVER, hostile, mig=False)
+        verdicts.dra.parent_selector(DRIVER, [hostile], mig=False)
+    # which GPU the MIG claim's device belongs to
+    slices = [mig_slice(mig_of=("GPU-b",))]
+    assert verdicts.dra.allocated_parent(DRIVER, claim("gpu-1-mig-19-0-1"), slices) == "GPU-b"
+    assert verdicts.dra.allocated_parent(DRIVER, claim("gpu-1"), slices) is None  # a whole GPU is no MIG device
+    assert verdicts.dra.allocated_parent(DRIVER, {"metadata": {"name": "c"}, "status": {}}, slices) is None
 
 
 def test_a_mig_device_allocated_beside_its_allocated_parent_fails():

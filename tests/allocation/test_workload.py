@@ -198,40 +198,41 @@ def test_a_shared_claim_gives_its_pods_one_device_and_is_released_after_them(che
 
 @pytest.mark.gpus("all")  # the parent GPU it asks for by UUID must be held by no other check
 def test_a_mig_device_and_its_parent_gpu_are_never_both_allocated(check):
-    """MUST (DRA nodes only): where the driver publishes a MIG device beside its parent GPU (partitionable devices,
-    KEP-4815), a claim for that MIG device is allocated (its pod runs), and while it is held a claim for the parent
-    GPU itself is not: that pod stays Pending ("cannot allocate all claims"). Both claims name the GPU's uuid in a
-    CEL selector. NOTCHECKED-DRA-NO-MIG where no such pair is published, or the MIG device cannot be allocated even
-    with its parent free."""
+    """MUST (DRA nodes only): where the driver publishes MIG devices beside their parent GPUs (partitionable
+    devices, KEP-4815), a claim of the MIG class for a MIG device of one of those GPUs is allocated (its pod runs),
+    and while it is held a claim for that very GPU is not: its pod stays Pending ("cannot allocate all claims").
+    Both claims name the GPUs by uuid in a CEL selector. NOTCHECKED-DRA-NO-MIG where no such pair is published, or
+    no MIG device is allocated even with its GPU free."""
     check.needs(check.granted("resourceclaims/create"), "create resourceclaims is not granted: the MIG and parent "
                                                         "claims are not made (manifests/rbac.yaml)")
     driver, slices = check.gpu.dra_driver, check.resource_slices()
-    pair = verdicts.dra.mig_pair(driver, slices)
-    mig_class = nodemode.MIG_DEVICE_CLASSES.get(driver, "")
-    if pair is None or not mig_class:
+    parents, mig_class = verdicts.dra.mig_parents(driver, slices), nodemode.MIG_DEVICE_CLASSES.get(driver, "")
+    if not parents or not mig_class:
         check.hand_over([verdicts.Finding("NOTCHECKED-DRA-NO-MIG", f"{check.node}: {driver} publishes no MIG device "
                                           "beside its parent GPU")])
-    parent, uuid, mig = pair
     check.needs(check.run.inventory.has_device_class(mig_class), f"DeviceClass {mig_class} (the class MIG devices "
                 "are asked for by) is not readable or does not exist")
     check.needs_free_gpus(1)
-    part = check.shared_claim("mig", device_class=mig_class, selector=verdicts.dra.parent_selector(driver, uuid, True))
+    # a MIG device of any of those GPUs: the scheduler picks one whose GPU is free (another pod may hold some)
+    part = check.shared_claim("mig", device_class=mig_class,
+                              selector=verdicts.dra.parent_selector(driver, sorted(parents), mig=True))
     holder = check.start(check.probe_pod("mig", "mig-parent", 1, claim_name=part, hold_s=timing.POD_HOLD_S))
-    held, _ = check.wait_claim(part, lambda c: bool(verdicts.dra.claim_results([c] if c else [], driver)),
+    held, _ = check.wait_claim(part, lambda c: verdicts.dra.allocated_parent(driver, c, slices) is not None,
                                check.timeouts.pod_start)
-    if not verdicts.dra.claim_results([held] if held else [], driver):
-        check.hand_over([verdicts.Finding("NOTCHECKED-DRA-NO-MIG", f"{check.node}: no MIG device of {parent} "
-                                          f"({uuid}) was allocated to a {mig_class} claim, with the GPU free: the pair "
-                                          f"cannot be tried (pod {holder}: "
-                                          f"{((check.pod_state(holder) or {}).get('status') or {}).get('phase')})")])
-    whole = check.shared_claim("parent", selector=verdicts.dra.parent_selector(driver, uuid, False))
+    uuid = verdicts.dra.allocated_parent(driver, held, slices)
+    if uuid is None or uuid not in parents:
+        state = ((check.pod_state(holder) or {}).get("status") or {}).get("phase")
+        check.hand_over([verdicts.Finding("NOTCHECKED-DRA-NO-MIG", f"{check.node}: no MIG device of "
+                                          f"{', '.join(sorted(parents.values()))} was allocated to a {mig_class} "
+                                          f"claim: the pair cannot be tried (pod {holder}: {state})")])
+    whole = check.shared_claim("parent", selector=verdicts.dra.parent_selector(driver, [uuid], mig=False))
     asker = check.start(check.probe_pod("parent", "mig-parent", 1, claim_name=whole, hold_s=timing.POD_HOLD_S))
     # the GPU looks free to the suite's count, so its pod staying Pending reads as not schedulable: the verdict
     # is the claims'
     check.wait_running(asker, allow=("SKIP-F07-BUSY", "FAIL-F07-NOT-SCHEDULABLE"))
-    found, ev = verdicts.dra.mig_parent_findings(check.node, driver, parent, uuid, check.claim(part),
+    found, ev = verdicts.dra.mig_parent_findings(check.node, driver, parents[uuid], uuid, check.claim(part),
                                                  check.claim(whole), slices)
-    check.note("MIG device and parent", {"MIG device": mig, **ev})
+    check.note("MIG device and parent", ev)
     check.record("mig_claim_allocated", ", ".join(ev["MIG claim allocated"]))
     check.record("parent_claim_allocated", str(ev["parent claim allocated"]))
     check.hand_over(found)
