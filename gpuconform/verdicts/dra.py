@@ -71,13 +71,9 @@ def withheld(driver: str, slices: list[dict]) -> dict[str, list[str]]:
 def usable_count(driver: str, slices: list[dict]) -> int:
     """The driver's whole GPUs a claim of the suite's can be allocated: those of complete pools (the scheduler
     allocates from no other), less those tainted out of service (MIG devices are not asked for by the GPU class)."""
-    whole = set(gpu_devices(driver, slices))
-    out = 0
-    for name, p in pools(driver, slices).items():
-        if p["have"] == p["want"]:
-            out += len([d for d in p["devices"] if f"{name}/{d}" in whole
-                        and not any(t.get("effect") in WITHHOLDING for t in p["taints"].get(d, []))])
-    return out
+    whole, out_of_service = set(gpu_devices(driver, slices)), withheld(driver, slices)
+    return sum(1 for name, p in pools(driver, slices).items() if p["have"] == p["want"] for d in p["devices"]
+               if f"{name}/{d}" in whole and f"{name}/{d}" not in out_of_service)
 
 
 def slice_findings(node: str, driver: str, slices: list[dict]) -> tuple[list[Finding], dict]:

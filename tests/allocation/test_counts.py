@@ -14,8 +14,8 @@ def test_advertised_gpus_match_the_hardware(check):
     driver (NoSchedule/NoExecute), and the driver publishes as many whole GPUs as the labels (or the config)
     count."""
     node = check.node_object()
+    exp = check.expectation(node)
     if check.dra:
-        exp = check.expectation(node)
         found, ev = verdicts.dra.count_findings(check.node, check.gpu.dra_driver, check.resource_slices(), exp)
         check.note("published devices", ev)
         for k, v in (("expected", ev["expected"]), ("published", len(ev["GPUs published (whole or as MIG devices)"])),
@@ -23,7 +23,6 @@ def test_advertised_gpus_match_the_hardware(check):
             check.record(k, v)
         check.hand_over(found)
         return
-    exp = check.expectation(node)
     if counts.may_count_one_model(node, exp) and not check.probe_off() and check.gpu.usable:
         exp = verdicts.with_pci_count(exp, check.probe("count", required=False))
     check.note("expectation", {"pool": exp.describe(), **exp.__dict__})
