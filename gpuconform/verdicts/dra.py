@@ -362,48 +362,39 @@ def tainted_allocation_findings(node: str, driver: str, claims_of: dict[str, lis
     return out, ev
 
 
-def health_entries(pod_objs: dict[str, dict | None]) -> list[dict[str, str]]:
-    """What the kubelet reports of the health of the pods' allocated devices: one entry per resource of each
-    container's status.containerStatuses[].allocatedResourcesStatus (KEP-4680, kubelet gate ResourceHealthStatus,
-    beta and on since 1.36; fed by the driver's DRAResourceHealth service, Unknown without one): pod, name
-    ("claim:<claim>[/<request>]"), resourceID, health, message. The kubelet names a DRA device by its first CDI
-    device ID where it has one, else "<driver>/<pool>/<device>" (kubernetes v1.37.2 pkg/kubelet/cm/dra/manager.go:
-    1032-1037 buildResourceHealth), so an entry is matched to a device through the pod's claims, not its ID."""
-    out = []
+def reported_health(driver: str, pod_objs: dict[str, dict | None]) -> dict[str, dict[str, str]]:
+    """"pool/device" -> {"health", "message", "pod"} for `driver`'s devices the kubelet reports on the pods'
+    containers (status.containerStatuses[].allocatedResourcesStatus, resourceID "<driver>/<pool>/<device>": k8s.io/api
+    v0.37.2 core/v1 types.go ResourceID; KEP-4680, kubelet feature gate ResourceHealthStatus, beta and on since 1.36,
+    fed by the driver's DRAResourceHealth service). Empty where the kubelet or the driver reports none."""
+    out: dict[str, dict[str, str]] = {}
     for pod, obj in pod_objs.items():
         for cs in ((obj or {}).get("status") or {}).get("containerStatuses") or []:
             for rs in cs.get("allocatedResourcesStatus") or []:
-                out += [{"pod": pod, "name": str(rs.get("name") or ""), "resourceID": str(r.get("resourceID") or ""),
-                         "health": str(r.get("health") or "Unknown"), "message": str(r.get("message") or "")}
-                        for r in rs.get("resources") or []]
+                for r in rs.get("resources") or []:
+                    rid = str(r.get("resourceID") or "")
+                    if rid.startswith(f"{driver}/") and rid.count("/") >= 2:
+                        out[rid[len(driver) + 1:]] = {"health": str(r.get("health") or "Unknown"),
+                                                      "message": str(r.get("message") or ""), "pod": pod}
     return out
 
 
-def health_findings(node: str, driver: str, entries: list[dict[str, str]], claims_of: dict[str, list[dict]],
+def health_findings(node: str, driver: str, health: dict[str, dict[str, str]],
                     out_of_service: dict[str, list[str]]) -> tuple[list[Finding], dict]:
-    """A device the driver reports Unhealthy (`entries`, from health_entries) is one it took out of service in its
-    slice (a NoSchedule / NoExecute taint, `out_of_service`): FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE when new claims can
-    still be allocated it. The device is the one the pod's claims were allocated (`claims_of`: pod -> its claims,
-    read for the pods with an Unhealthy entry), narrowed by the entry's resourceID where that names it."""
-    by_health: dict[str, int] = {}
-    for e in entries:
-        by_health[e["health"]] = by_health.get(e["health"], 0) + 1
-    ev: dict = {"summary": ", ".join(f"{n} {h}" for h, n in sorted(by_health.items())) or "none reported (the "
-                "kubelet has ResourceHealthStatus off)", "unhealthy": {}}
-    out = []
-    for e in (e for e in entries if e["health"] == "Unhealthy"):
-        held = [f"{r.get('pool')}/{r.get('device')}" for r in claim_results(claims_of.get(e["pod"], []), driver)]
-        named = e["resourceID"][len(driver) + 1:] if e["resourceID"].startswith(f"{driver}/") else ""
-        devices = [d for d in held if d == named] or held
-        ev["unhealthy"][e["pod"]] = {"entry": e, "devices": devices}
-        in_service = [d for d in devices if d not in out_of_service]
-        if in_service:
-            msg = f": {e['message']}" if e["message"] else ""
-            out.append(Finding("FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE", f"{node}: the kubelet reports {e['name']} of pod "
-                               f"{e['pod']} Unhealthy{msg}, yet {driver} keeps {', '.join(in_service)} in service "
-                               "(no NoSchedule/NoExecute taint in its ResourceSlice): new claims are still "
-                               "allocated it"))
-    return out, ev
+    """A device the driver reports Unhealthy to the kubelet (`health`, from reported_health) is taken out of service
+    in its slice (a NoSchedule / NoExecute taint, `out_of_service`): FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE when new
+    claims can still be allocated it, as the pod that holds it shows."""
+    reported = {d: h["health"] for d, h in sorted(health.items())}
+    ev = {"reported by the kubelet": reported,
+          "summary": ", ".join(f"{d}: {h}" for d, h in reported.items()) or "none reported (the driver serves no "
+          "DRAResourceHealth, or the kubelet has ResourceHealthStatus off)"}
+    bad = {d: h for d, h in sorted(health.items()) if h["health"] == "Unhealthy" and d not in out_of_service}
+    if not bad:
+        return [], ev
+    named = "; ".join(f"{d} (held by {h['pod']}{': ' + h['message'] if h['message'] else ''})" for d, h in bad.items())
+    return [Finding("FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE", f"{node}: {driver} reports {named} Unhealthy to the "
+                    "kubelet, yet its ResourceSlice keeps the device in service (no NoSchedule/NoExecute taint): the "
+                    "scheduler goes on allocating it to new claims")], ev
 
 
 def shared_claim_findings(node: str, claim: dict | None, driver: str, slices: list[dict],

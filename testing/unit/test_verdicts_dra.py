@@ -377,43 +377,32 @@ def test_a_kubelet_restart_during_the_run_is_an_unstable_registration_on_dra_too
     assert codes(found) == ["FAIL-F11-REGISTRATION-UNSTABLE"]
 
 
-def health_pod(*resources, container="probe", name="claim:gpu"):
-    """A burst pod's status as the kubelet reports device health (core/v1 ContainerStatus.allocatedResourcesStatus).
-    Recorded on the bed (v1.37.2): the kubelet names the device by its CDI device ID,
-    {'name': 'claim:g', 'resources': [{'health': 'Healthy', 'resourceID': 'k8s.gpu.nvidia.com/claim=<uid>-gpu-0'}]}."""
+def health_pod(*resources, container="probe"):
+    """A burst pod's status as the kubelet reports device health (core/v1 ContainerStatus.allocatedResourcesStatus;
+    resourceID <driver>/<pool>/<device>)."""
     return {"status": {"containerStatuses": [{"name": container, "allocatedResourcesStatus": [
-        {"name": name, "resources": [dict(zip(("resourceID", "health", "message"), r)) for r in resources]}]}]}}
-
-
-CDI_ID = "k8s.gpu.nvidia.com/claim=c55f698f-94c2-4a67-ba65-d36df4124109-gpu-{}"
+        {"name": "claim:gpu", "resources": [dict(zip(("resourceID", "health", "message"), r)) for r in resources]}]}]}}
 
 
 def test_a_device_reported_unhealthy_but_left_in_service_fails():
-    pods = {"burst0": health_pod((CDI_ID.format(1), "Healthy")),
-            "burst1": health_pod((CDI_ID.format(2), "Unhealthy", "XID 79: GPU has fallen off the bus"))}
-    entries = verdicts.dra.health_entries(pods)
-    assert [e["health"] for e in entries] == ["Healthy", "Unhealthy"] and entries[1]["pod"] == "burst1"
-    claims = {"burst1": [claim("gpu-2", name="burst1-gpu-xyz")]}
-    bad, ev = verdicts.dra.health_findings("n", DRIVER, entries, claims, {})
+    pods = {"burst0": health_pod(("gpu.nvidia.com/gpu-node-dra/gpu-1", "Healthy")),
+            "burst1": health_pod(("gpu.nvidia.com/gpu-node-dra/gpu-2", "Unhealthy", "XID 79: GPU has fallen off the bus"))}
+    health = verdicts.dra.reported_health(DRIVER, pods)
+    assert health["gpu-node-dra/gpu-2"] == {"health": "Unhealthy", "message": "XID 79: GPU has fallen off the bus",
+                                            "pod": "burst1"}
+    bad, ev = verdicts.dra.health_findings("n", DRIVER, health, {})
     assert codes(bad) == ["FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE"]
-    assert ("the kubelet reports claim:gpu of pod burst1 Unhealthy: XID 79: GPU has fallen off the bus, yet "
-            "gpu.nvidia.com keeps gpu-node-dra/gpu-2 in service") in bad[0].message
-    assert ev["summary"] == "1 Healthy, 1 Unhealthy"
+    assert "gpu-node-dra/gpu-2 (held by burst1: XID 79: GPU has fallen off the bus) Unhealthy" in bad[0].message
+    assert ev["summary"] == "gpu-node-dra/gpu-1: Healthy, gpu-node-dra/gpu-2: Unhealthy"
     # tainted out of service as well: the taint verdicts judge it, not this one
     tainted = {"gpu-node-dra/gpu-2": ["gpu.nvidia.com/xid=79:NoSchedule"]}
-    assert verdicts.dra.health_findings("n", DRIVER, entries, claims, tainted)[0] == []
-    # a kubelet naming the device <driver>/<pool>/<device> (no CDI ID): only that device of a two-device claim
-    two = {"burst1": [claim("gpu-1", "gpu-2")]}
-    named = verdicts.dra.health_entries({"burst1": health_pod(("gpu.nvidia.com/gpu-node-dra/gpu-2", "Unhealthy"))})
-    found, ev = verdicts.dra.health_findings("n", DRIVER, named, two, {})
-    assert codes(found) == ["FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE"] and ev["unhealthy"]["burst1"]["devices"] == [
-        "gpu-node-dra/gpu-2"]
+    assert verdicts.dra.health_findings("n", DRIVER, health, tainted)[0] == []
 
 
 def test_healthy_unknown_or_unreported_devices_pass():
-    pods = {"burst0": health_pod((CDI_ID.format(1), "Unknown")), "burst1": health_pod((CDI_ID.format(2), "Healthy")),
-            "gone": None}
-    ok, ev = verdicts.dra.health_findings("n", DRIVER, verdicts.dra.health_entries(pods), {}, {})
-    assert ok == [] and ev["summary"] == "1 Healthy, 1 Unknown"
-    none, ev = verdicts.dra.health_findings("n", DRIVER, verdicts.dra.health_entries({"p": {}}), {}, {})
+    pods = {"burst0": health_pod(("gpu.nvidia.com/gpu-node-dra/gpu-1", "Unknown")),
+            "other": health_pod(("net.example.com/pool/nic-0", "Unhealthy")), "gone": None}
+    ok, ev = verdicts.dra.health_findings("n", DRIVER, verdicts.dra.reported_health(DRIVER, pods), {})
+    assert ok == [] and ev["reported by the kubelet"] == {"gpu-node-dra/gpu-1": "Unknown"}
+    none, ev = verdicts.dra.health_findings("n", DRIVER, verdicts.dra.reported_health(DRIVER, {"p": {}}), {})
     assert none == [] and ev["summary"].startswith("none reported")

@@ -160,10 +160,8 @@ def test_burst_allocates_every_free_gpu_once_and_one_more_waits(check):
     check.hand_over(findings)
     state = check.wait_running(extra, allow=("SKIP-F07-BUSY",))[extra] if extra else None
     if check.dra:  # what the kubelet reports of the devices' health (the driver's DRAResourceHealth)
-        entries = verdicts.dra.health_entries({p: check.pod_state(p) for p in names})
-        unhealthy = {e["pod"] for e in entries if e["health"] == "Unhealthy"}
-        found, ev = verdicts.dra.health_findings(check.node, check.gpu.dra_driver, entries,
-                                                 {p: check.claims_of(p) for p in unhealthy}, tainted)
+        found, ev = verdicts.dra.health_findings(check.node, check.gpu.dra_driver, verdicts.dra.reported_health(
+            check.gpu.dra_driver, {p: check.pod_state(p) for p in names}), tainted)
         check.note("device health", ev)
         check.record("device_health", ev["summary"])
         check.hand_over(found)
