@@ -255,10 +255,7 @@ POLICY_FAULTS = ("admin-access-label",)
 # the GPU fall off the bus. `taint-ignored`: the same, and kube-scheduler restarted without device taints
 # (DRADeviceTaints, GA but not locked in 1.37, pkg/features/kube_features.go:1481; DRADeviceTaintRules depends on
 # it), so it allocates the tainted device like any other.
-# `unhealthy-untainted`: the driver reports its last GPU Unhealthy to the kubelet (DRAResourceHealth) but leaves it in
-# service, untainted.
-DRIVER_FAULT_OF = {"device-tainted": "taint-unhealthy", "taint-ignored": "taint-unhealthy",
-                   "unhealthy-untainted": "report-unhealthy"}
+DRIVER_FAULT_OF = {"device-tainted": "taint-unhealthy", "taint-ignored": "taint-unhealthy"}
 SCHEDULER_FAULTS = {"taint-ignored": "DRADeviceTaints=false,DRADeviceTaintRules=false"}
 FAULTS = ("omit-last-device", "extra-device", "no-register", "prepare-fails", "wrong-device", "double-inject",
           "pool-incomplete", "mig-no-counters", "driver-gone", *DRIVER_FAULT_OF, *CONTROLLER_FAULTS, *POLICY_FAULTS)
@@ -339,9 +336,7 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
     if fault in SCHEDULER_FAULTS:
         say(f"DRA fault {fault}: kube-scheduler runs with --feature-gates={SCHEDULER_FAULTS[fault]}")
     if fault in DRIVER_FAULT_OF:
-        say(f"DRA fault {fault}: the driver reports its last GPU Unhealthy"
-            + (" and leaves it in service" if DRIVER_FAULT_OF[fault] == "report-unhealthy" else
-               " and publishes it tainted out of service"))
+        say(f"DRA fault {fault}: the driver publishes its last GPU tainted out of service")
         fault = DRIVER_FAULT_OF[fault]
     if fault in CONTROLLER_FAULTS:
         say(f"DRA fault {fault}: kube-controller-manager runs without {', '.join(CONTROLLER_FAULTS[fault])}")

@@ -362,41 +362,6 @@ def tainted_allocation_findings(node: str, driver: str, claims_of: dict[str, lis
     return out, ev
 
 
-def reported_health(driver: str, pod_objs: dict[str, dict | None]) -> dict[str, dict[str, str]]:
-    """"pool/device" -> {"health", "message", "pod"} for `driver`'s devices the kubelet reports on the pods'
-    containers (status.containerStatuses[].allocatedResourcesStatus, resourceID "<driver>/<pool>/<device>": k8s.io/api
-    v0.37.2 core/v1 types.go ResourceID; KEP-4680, kubelet feature gate ResourceHealthStatus, beta and on since 1.36,
-    fed by the driver's DRAResourceHealth service). Empty where the kubelet or the driver reports none."""
-    out: dict[str, dict[str, str]] = {}
-    for pod, obj in pod_objs.items():
-        for cs in ((obj or {}).get("status") or {}).get("containerStatuses") or []:
-            for rs in cs.get("allocatedResourcesStatus") or []:
-                for r in rs.get("resources") or []:
-                    rid = str(r.get("resourceID") or "")
-                    if rid.startswith(f"{driver}/") and rid.count("/") >= 2:
-                        out[rid[len(driver) + 1:]] = {"health": str(r.get("health") or "Unknown"),
-                                                      "message": str(r.get("message") or ""), "pod": pod}
-    return out
-
-
-def health_findings(node: str, driver: str, health: dict[str, dict[str, str]],
-                    out_of_service: dict[str, list[str]]) -> tuple[list[Finding], dict]:
-    """A device the driver reports Unhealthy to the kubelet (`health`, from reported_health) is taken out of service
-    in its slice (a NoSchedule / NoExecute taint, `out_of_service`): FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE when new
-    claims can still be allocated it, as the pod that holds it shows."""
-    reported = {d: h["health"] for d, h in sorted(health.items())}
-    ev = {"reported by the kubelet": reported,
-          "summary": ", ".join(f"{d}: {h}" for d, h in reported.items()) or "none reported (the driver serves no "
-          "DRAResourceHealth, or the kubelet has ResourceHealthStatus off)"}
-    bad = {d: h for d, h in sorted(health.items()) if h["health"] == "Unhealthy" and d not in out_of_service}
-    if not bad:
-        return [], ev
-    named = "; ".join(f"{d} (held by {h['pod']}{': ' + h['message'] if h['message'] else ''})" for d, h in bad.items())
-    return [Finding("FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE", f"{node}: {driver} reports {named} Unhealthy to the "
-                    "kubelet, yet its ResourceSlice keeps the device in service (no NoSchedule/NoExecute taint): the "
-                    "scheduler goes on allocating it to new claims")], ev
-
-
 def shared_claim_findings(node: str, claim: dict | None, driver: str, slices: list[dict],
                           seen: dict[str, list[str]]) -> tuple[list[Finding], dict]:
     """Pods naming one ResourceClaim (`seen`: pod -> GPU UUIDs its container sees) each see exactly the devices the

@@ -375,34 +375,3 @@ def test_a_kubelet_restart_during_the_run_is_an_unstable_registration_on_dra_too
     found, _ = verdicts.dra.registration_metric_findings("n", DRIVER, metrics.parse(PLUGIN_MANAGER_METRICS),
                                                          1.76498e9 + 60, 1.76498e9)
     assert codes(found) == ["FAIL-F11-REGISTRATION-UNSTABLE"]
-
-
-def health_pod(*resources, container="probe"):
-    """A burst pod's status as the kubelet reports device health (core/v1 ContainerStatus.allocatedResourcesStatus;
-    resourceID <driver>/<pool>/<device>)."""
-    return {"status": {"containerStatuses": [{"name": container, "allocatedResourcesStatus": [
-        {"name": "claim:gpu", "resources": [dict(zip(("resourceID", "health", "message"), r)) for r in resources]}]}]}}
-
-
-def test_a_device_reported_unhealthy_but_left_in_service_fails():
-    pods = {"burst0": health_pod(("gpu.nvidia.com/gpu-node-dra/gpu-1", "Healthy")),
-            "burst1": health_pod(("gpu.nvidia.com/gpu-node-dra/gpu-2", "Unhealthy", "XID 79: GPU has fallen off the bus"))}
-    health = verdicts.dra.reported_health(DRIVER, pods)
-    assert health["gpu-node-dra/gpu-2"] == {"health": "Unhealthy", "message": "XID 79: GPU has fallen off the bus",
-                                            "pod": "burst1"}
-    bad, ev = verdicts.dra.health_findings("n", DRIVER, health, {})
-    assert codes(bad) == ["FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE"]
-    assert "gpu-node-dra/gpu-2 (held by burst1: XID 79: GPU has fallen off the bus) Unhealthy" in bad[0].message
-    assert ev["summary"] == "gpu-node-dra/gpu-1: Healthy, gpu-node-dra/gpu-2: Unhealthy"
-    # tainted out of service as well: the taint verdicts judge it, not this one
-    tainted = {"gpu-node-dra/gpu-2": ["gpu.nvidia.com/xid=79:NoSchedule"]}
-    assert verdicts.dra.health_findings("n", DRIVER, health, tainted)[0] == []
-
-
-def test_healthy_unknown_or_unreported_devices_pass():
-    pods = {"burst0": health_pod(("gpu.nvidia.com/gpu-node-dra/gpu-1", "Unknown")),
-            "other": health_pod(("net.example.com/pool/nic-0", "Unhealthy")), "gone": None}
-    ok, ev = verdicts.dra.health_findings("n", DRIVER, verdicts.dra.reported_health(DRIVER, pods), {})
-    assert ok == [] and ev["reported by the kubelet"] == {"gpu-node-dra/gpu-1": "Unknown"}
-    none, ev = verdicts.dra.health_findings("n", DRIVER, verdicts.dra.reported_health(DRIVER, {"p": {}}), {})
-    assert none == [] and ev["summary"].startswith("none reported")

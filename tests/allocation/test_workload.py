@@ -143,8 +143,7 @@ def test_burst_allocates_every_free_gpu_once_and_one_more_waits(check):
     """MUST: N single-device pods created at once (N = free devices of the node's GPU resource) all run, each
     device held by no more pods than it may be (1; a time-sliced GPU: its replicas); pod N+1 stays Pending for
     lack of devices (not an admission failure). On a DRA node each pod has its own claim, and no claim is allocated
-    a device its driver tainted out of service, and a device the driver reports Unhealthy to the kubelet (the
-    pods' allocatedResourcesStatus) is one it tainted so."""
+    a device its driver tainted out of service."""
     check.needs_nvidia_tooling("telling devices apart by nvidia-smi UUID")
     free = check.needs_free_gpus(1)
     tainted = verdicts.dra.withheld(check.gpu.dra_driver, check.resource_slices()) if check.dra else {}
@@ -159,12 +158,6 @@ def test_burst_allocates_every_free_gpu_once_and_one_more_waits(check):
     check.note("device owners", {"resource": check.resource, "per device": exp.per_device, "owners": owners})
     check.hand_over(findings)
     state = check.wait_running(extra, allow=("SKIP-F07-BUSY",))[extra] if extra else None
-    if check.dra:  # what the kubelet reports of the devices' health (the driver's DRAResourceHealth)
-        found, ev = verdicts.dra.health_findings(check.node, check.gpu.dra_driver, verdicts.dra.reported_health(
-            check.gpu.dra_driver, {p: check.pod_state(p) for p in names}), tainted)
-        check.note("device health", ev)
-        check.record("device_health", ev["summary"])
-        check.hand_over(found)
     if tainted:  # the scheduler kept the tainted devices out of every claim, the extra pod's too
         found, ev = verdicts.dra.tainted_allocation_findings(
             check.node, check.gpu.dra_driver, {p: check.claims_of(p) for p in names + ([extra] if extra else [])},

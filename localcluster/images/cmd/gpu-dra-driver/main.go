@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
-	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,7 +38,6 @@ type driver struct {
 	faults dra.Faults
 	hw     *hw.Hardware
 	cancel context.CancelFunc
-	pool   string
 	mu     sync.Mutex
 }
 
@@ -87,11 +85,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
-	d := &driver{root: root, cdiDir: *cdiDir, faults: faults, hw: h, cancel: cancel, pool: node}
+	d := &driver{root: root, cdiDir: *cdiDir, faults: faults, hw: h, cancel: cancel}
 	helper, err := kubeletplugin.Start(ctx, d,
 		kubeletplugin.DriverName(dra.DriverName), kubeletplugin.NodeName(node), kubeletplugin.KubeClient(client),
 		kubeletplugin.RegistrarDirectoryPath(*registrar), kubeletplugin.PluginDataDirectoryPath(*pluginDir),
-		kubeletplugin.RegistrationService(!faults.NoRegister), kubeletplugin.HealthService(true))
+		kubeletplugin.RegistrationService(!faults.NoRegister), kubeletplugin.HealthService(false))
 	if err != nil {
 		fatal("start kubelet plugin: %v", err)
 	}
@@ -197,21 +195,9 @@ func (d *driver) HandleError(_ context.Context, err error, msg string) {
 	}
 }
 
-// WatchHealthStatus reports every device's health to the kubelet (dra.HealthReport), again every third of the
-// report's timeout so that none decays to Unknown, until the kubelet's stream ends.
-func (d *driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case reports <- dra.HealthReport(d.hw, d.faults, d.pool, time.Now()):
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(dra.HealthTimeout / 3):
-		}
-	}
+// WatchHealthStatus: the health service is off (kubeletplugin.HealthService(false)).
+func (d *driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
+	return kubeletplugin.ErrHealthNotSupported
 }
 
 func writeAtomically(path string, data []byte) error {

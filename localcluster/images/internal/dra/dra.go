@@ -12,12 +12,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"gpuconform.local/images/internal/hw"
 )
@@ -39,8 +37,6 @@ type Faults struct {
 	PoolIncomplete bool // publish the pool's devices in one slice that says the pool has two
 	TaintUnhealthy bool // publish the last GPU tainted out of service (UnhealthyTaint), as a driver that saw an XID
 	MigNoCounters  bool // publish the MIG devices and their GPUs without shared counters: both can be allocated
-	// report the last GPU Unhealthy to the kubelet (DRAResourceHealth) but keep it in service (no taint)
-	ReportUnhealthy bool
 }
 
 // UnhealthyTaint is the taint-unhealthy fault's taint on the last GPU: NoSchedule, so that the scheduler allocates
@@ -56,8 +52,7 @@ func ParseFaults(s string) (Faults, error) {
 	known := map[string]*bool{"omit-last-device": &f.OmitLastDevice, "extra-device": &f.ExtraDevice,
 		"no-register": &f.NoRegister, "prepare-fails": &f.PrepareFails, "wrong-device": &f.WrongDevice,
 		"double-inject": &f.DoubleInject, "pool-incomplete": &f.PoolIncomplete,
-		"taint-unhealthy": &f.TaintUnhealthy, "mig-no-counters": &f.MigNoCounters,
-		"report-unhealthy": &f.ReportUnhealthy}
+		"taint-unhealthy": &f.TaintUnhealthy, "mig-no-counters": &f.MigNoCounters}
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {
@@ -204,32 +199,6 @@ func Devices(h *hw.Hardware, f Faults) []resourceapi.Device {
 	}
 	return out
 }
-
-// UnhealthyMessage is what the driver tells the kubelet about the GPU it reports Unhealthy.
-const UnhealthyMessage = "XID 79: GPU has fallen off the bus"
-
-// HealthReport is the driver's report to the kubelet's DRAResourceHealth stream (KEP-4680; kubelet feature gate
-// ResourceHealthStatus, beta and on since 1.36): every device of the pool Healthy, but the last GPU (and its MIG
-// device) Unhealthy where the driver saw it fail: the taint-unhealthy fault (it also takes the GPU out of
-// service) and report-unhealthy (it does not).
-func HealthReport(h *hw.Hardware, f Faults, pool string, now time.Time) kubeletplugin.DeviceHealthReport {
-	gpus := gpusFor(h, f)
-	var r kubeletplugin.DeviceHealthReport
-	for i, g := range gpus {
-		health, msg := kubeletplugin.HealthStatusHealthy, ""
-		if (f.TaintUnhealthy || f.ReportUnhealthy) && i == len(gpus)-1 {
-			health, msg = kubeletplugin.HealthStatusUnhealthy, UnhealthyMessage
-		}
-		for _, name := range []string{DeviceName(g), MigDeviceName(g)} {
-			r.Devices = append(r.Devices, kubeletplugin.DeviceHealth{PoolName: pool, DeviceName: name, Health: health,
-				LastUpdated: now, HealthCheckTimeout: HealthTimeout, Message: msg})
-		}
-	}
-	return r
-}
-
-// HealthTimeout is how long the kubelet trusts a report; the driver re-sends every third of it.
-const HealthTimeout = 60 * time.Second
 
 // IncompleteSlice is the pool-incomplete fault's one slice: the node's devices in a pool whose resourceSliceCount
 // says 2 (k8s.io/api resource/v1 ResourcePool: a consumer must wait for every slice of the newest generation).

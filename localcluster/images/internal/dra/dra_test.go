@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"gpuconform.local/images/internal/hw"
 )
@@ -54,24 +53,6 @@ func TestMigDevicesShareTheirGPUsCounters(t *testing.T) {
 	if CounterSets(hardware(), Faults{MigNoCounters: true}) != nil || none[1].ConsumesCounters != nil ||
 		none[3].ConsumesCounters != nil {
 		t.Fatalf("mig-no-counters still consumes: %+v", none)
-	}
-}
-
-func TestHealthReportNamesTheFailedGPUUnhealthy(t *testing.T) {
-	now := time.Unix(1, 0)
-	ok := HealthReport(hardware(), Faults{}, "n", now)
-	if len(ok.Devices) != 4 || ok.Devices[0].DeviceName != "gpu-0" || ok.Devices[1].DeviceName != "gpu-0-mig-19-0-1" {
-		t.Fatalf("report %+v", ok.Devices)
-	}
-	for _, d := range ok.Devices {
-		if d.Health != "Healthy" || d.PoolName != "n" {
-			t.Fatalf("healthy report %+v", d)
-		}
-	}
-	bad := HealthReport(hardware(), Faults{ReportUnhealthy: true}, "n", now)
-	if bad.Devices[2].Health != "Unhealthy" || bad.Devices[2].DeviceName != "gpu-1" || bad.Devices[0].Health != "Healthy" ||
-		bad.Devices[2].Message != UnhealthyMessage {
-		t.Fatalf("report-unhealthy %+v", bad.Devices)
 	}
 }
 
