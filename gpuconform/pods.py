@@ -83,7 +83,7 @@ def claim(name: str, namespace: str, run_id: str, device_class: str, count: int,
     the request asks for admin access (DeviceRequest.exactly.adminAccess), which only a namespace labelled
     resource.kubernetes.io/admin-access=true may (sent as a dry run only: verdicts/dra.py admin_access_findings).
     `selector`: a CEL expression the devices must satisfy (DeviceSelector.cel), built by the suite from values it
-    checked (verdicts/dra.py cel_string)."""
+    checked (verdicts/dra.py parent_selector)."""
     t = claim_template(name, namespace, run_id, device_class, count)
     spec = t["spec"]["spec"]
     if admin_access:
