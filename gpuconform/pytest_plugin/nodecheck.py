@@ -107,10 +107,6 @@ class NodeCheck:
     def pods_on_node(self) -> list[dict]:
         return self.run.inventory.pods_on_node(self.node)
 
-    def free_gpus(self) -> int:
-        """Free devices of the node's GPU resource now (one LIST of the node's pods)."""
-        return self.run.inventory.free_gpus(self.node)
-
     def granted(self, permission: str) -> bool:
         return self.run.optional.get(permission, False)
 
@@ -279,6 +275,8 @@ class NodeCheck:
         return name, self.wait_done(name, allow=allow)[name]
 
     def _wait(self, names: tuple[str, ...], until: str, timeout: str, allow: tuple[str, ...]) -> dict[str, dict]:
+        if not names:
+            return {}
         spaces = {self._pods[n] for n in names}
         if len(spaces) != 1:
             raise ValueError(f"one wait covers pods of one namespace, got {sorted(spaces)}")
