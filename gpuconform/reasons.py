@@ -164,6 +164,10 @@ _R = [
            "The driver tainted the device NoSchedule or NoExecute (it is unhealthy or being drained), yet the "
            "scheduler allocated it to a claim that tolerates no taint. kube-scheduler honours device taints only "
            "with its DRADeviceTaints feature gate (on by default since 1.36): check its --feature-gates."),
+    Reason("FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE", "", "a device its driver reports Unhealthy stays in service",
+           "The driver tells the kubelet the device is Unhealthy (pod status allocatedResourcesStatus), but its "
+           "ResourceSlice has no NoSchedule/NoExecute taint on it, so new claims still get it. The driver should taint "
+           "what it reports unhealthy; meanwhile an admin can add a DeviceTaintRule."),
     Reason("FAIL-DRA-MIG-AND-PARENT-ALLOCATED", "", "a MIG device was allocated while its parent GPU was",
            "The GPU and its MIG devices must draw on one counter set (ResourceSlice sharedCounters, each device's "
            "consumesCounters: partitionable devices, KEP-4815) so that the scheduler never hands out both. Check "

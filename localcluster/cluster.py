@@ -545,7 +545,7 @@ def write_hardware(numa: int = 0, profile: str | None = None, off_bus: tuple[int
     `node`, `count`: another node's simulated hardware (the DRA node's, dranode.py). Returns the description."""
     import shapes
 
-    profile = profile or shapes.current()[0]
+    profile, node_name = profile or shapes.current()[0], node
     (root / "dev").mkdir(parents=True, exist_ok=True)
     (root / "run").mkdir(parents=True, exist_ok=True)
     # The per-device info files derive from this hardware: drop the old ones. The simulated plugin writes them again
@@ -567,7 +567,7 @@ def write_hardware(numa: int = 0, profile: str | None = None, off_bus: tuple[int
                      "name": GPU_PRODUCT, "pciBusId": f"00000000:{0x07 + i * 8:02X}:00.0", "numaNode": numa,
                      "memoryTotalMiB": 40960})
         if profile == "mig-mixed":
-            gpus[-1]["migDevices"] = shapes.mig_devices(i)
+            gpus[-1]["migDevices"] = shapes.mig_devices(i, node_name)
     hardware = {"driverVersion": DRIVER, "cudaVersion": CUDA, "gpus": gpus}
     (root / "hardware.json").write_text(json.dumps(hardware, indent=1))
     write_pci_tree(root / "sys", gpus, off_bus)

@@ -47,8 +47,12 @@ LABELS = {"nvidia.com/gpu.present": "true", "feature.node.kubernetes.io/pci-10de
 #   suite names the node dra-extended-resource;
 # - helm-plain: the driver's own chart on a node whose operator device plugin is switched off by label (its
 #   kubeletPlugin.nodeSelector naming the node), and a DeviceClass without extendedResourceName (as the chart
-#   renders it for resource.k8s.io/v1beta1 and v1beta2, and as drivers without the bridge publish): plain dra.
-SHAPES = ("operator", "helm-plain")
+#   renders it for resource.k8s.io/v1beta1 and v1beta2, and as drivers without the bridge publish): plain dra;
+# - static-mig: the operator's stack on a node whose GPUs are in MIG mode with their MIG devices made (what the MIG
+#   manager leaves; the mig-mixed hardware: 3g.20gb + 2 x 1g.5gb per GPU): the driver publishes the MIG devices
+#   only, no GPU is left for gpu.nvidia.com or nvidia.com/gpu, and the suite's checks claim mig.nvidia.com.
+SHAPES = ("operator", "helm-plain", "static-mig")
+OPERATOR_SHAPES = ("operator", "static-mig")
 HELM_LABELS = {"nvidia.com/gpu.present": "true", "feature.node.kubernetes.io/pci-10de.present": "true",
                "nvidia.com/gpu.deploy.device-plugin": "false"}
 
@@ -59,7 +63,7 @@ def shape() -> str:
 
 def node_labels() -> dict[str, str]:
     """The DRA node's labels in its shape; the ones of the other shape are removed (`key-`)."""
-    return LABELS if shape() == "operator" else HELM_LABELS
+    return LABELS if shape() in OPERATOR_SHAPES else HELM_LABELS
 
 
 def wanted() -> bool:
@@ -166,7 +170,7 @@ def driver_objects() -> list[dict]:
         {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
          "spec": {"selectors": [{"cel": {"expression":
                   "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],
-                  **({"extendedResourceName": "nvidia.com/gpu"} if shape() == "operator" else {})}},
+                  **({"extendedResourceName": "nvidia.com/gpu"} if shape() in OPERATOR_SHAPES else {})}},
         # MIG devices are asked for by their own class (the chart's mig.nvidia.com; the driver's type attribute)
         {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "mig.nvidia.com"},
          "spec": {"selectors": [{"cel": {"expression":
@@ -175,7 +179,7 @@ def driver_objects() -> list[dict]:
                                                                     "labels": labels},
          "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
              "serviceAccountName": DRIVER, "priorityClassName": "system-node-critical",
-             "nodeSelector": ({"nvidia.com/gpu.deploy.dra-driver": "true"} if shape() == "operator"
+             "nodeSelector": ({"nvidia.com/gpu.deploy.dra-driver": "true"} if shape() in OPERATOR_SHAPES
                               else {"kubernetes.io/hostname": NODE}),
              "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
              "terminationGracePeriodSeconds": 5,
@@ -212,11 +216,17 @@ def cgroup_root() -> None:
                 (d / f).write_text((hier / f).read_text())
 
 
+def write_hardware() -> None:
+    """The DRA node's simulated GPUs: whole, or in MIG mode with their MIG devices made (shape static-mig)."""
+    cluster.write_hardware(root=DRA_DIRS[str(cluster.GPU_SIM)], node=NODE, count=GPUS,
+                           profile="mig-mixed" if shape() == "static-mig" else "plain")
+
+
 def start(bins: Bins, ip: str, kubectl: Kubectl, archives: list[Path]) -> None:
     for source in DRA_DIRS.values():
         source.mkdir(parents=True, exist_ok=True)
     cgroup_root()
-    cluster.write_hardware(root=DRA_DIRS[str(cluster.GPU_SIM)], node=NODE, count=GPUS)
+    write_hardware()
     if not (PKI / "kubelet-dra.crt").exists():
         cluster.issue_cert("kubelet-dra-serving", f"/CN={NODE}", f"DNS:{NODE},DNS:localhost,IP:127.0.0.1,IP:{ip}")
         cluster.issue_cert("kubelet-dra", f"/O=system:nodes/CN=system:node:{NODE}", None)
@@ -255,7 +265,10 @@ POLICY_FAULTS = ("admin-access-label",)
 # the GPU fall off the bus. `taint-ignored`: the same, and kube-scheduler restarted without device taints
 # (DRADeviceTaints, GA but not locked in 1.37, pkg/features/kube_features.go:1481; DRADeviceTaintRules depends on
 # it), so it allocates the tainted device like any other.
-DRIVER_FAULT_OF = {"device-tainted": "taint-unhealthy", "taint-ignored": "taint-unhealthy"}
+# `unhealthy-untainted`: the driver reports its last GPU Unhealthy to the kubelet (DRAResourceHealth) but leaves it in
+# service, untainted.
+DRIVER_FAULT_OF = {"device-tainted": "taint-unhealthy", "taint-ignored": "taint-unhealthy",
+                   "unhealthy-untainted": "report-unhealthy"}
 SCHEDULER_FAULTS = {"taint-ignored": "DRADeviceTaints=false,DRADeviceTaintRules=false"}
 FAULTS = ("omit-last-device", "extra-device", "no-register", "prepare-fails", "wrong-device", "double-inject",
           "pool-incomplete", "mig-no-counters", "driver-gone", *DRIVER_FAULT_OF, *CONTROLLER_FAULTS, *POLICY_FAULTS)
@@ -336,7 +349,9 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
     if fault in SCHEDULER_FAULTS:
         say(f"DRA fault {fault}: kube-scheduler runs with --feature-gates={SCHEDULER_FAULTS[fault]}")
     if fault in DRIVER_FAULT_OF:
-        say(f"DRA fault {fault}: the driver publishes its last GPU tainted out of service")
+        say(f"DRA fault {fault}: the driver reports its last GPU Unhealthy"
+            + (" and leaves it in service" if DRIVER_FAULT_OF[fault] == "report-unhealthy" else
+               " and publishes it tainted out of service"))
         fault = DRIVER_FAULT_OF[fault]
     if fault in CONTROLLER_FAULTS:
         say(f"DRA fault {fault}: kube-controller-manager runs without {', '.join(CONTROLLER_FAULTS[fault])}")
@@ -377,6 +392,7 @@ def set_shape(bins: Bins, kubectl: Kubectl, name: str) -> None:
     if name not in SHAPES:
         raise BedError(f"unknown DRA shape {name!r} (known: {', '.join(SHAPES)})")
     cluster.write_state(dra_shape=name)
+    write_hardware()  # the driver reads it when set_fault restarts it
     label_node(kubectl)
     kubectl("delete", "deviceclass", "gpu.nvidia.com", "--ignore-not-found")  # apply would keep a dropped field
     set_fault(bins, kubectl, "")
@@ -417,10 +433,12 @@ def down(bins: Bins, kubectl: Kubectl) -> None:
 
 
 def slice_devices(kubectl: Kubectl) -> int:
-    """The whole GPUs the driver publishes for the node (its MIG devices left out)."""
+    """The physical GPUs the driver publishes for the node: whole GPUs (uuid) and GPUs in MIG mode (their MIG
+    devices' parentUUID)."""
     out = kubectl.json("get", "resourceslices", "--field-selector", f"spec.nodeName={NODE}")
-    return sum(1 for s in out.get("items", []) for d in (s.get("spec") or {}).get("devices") or []
-               if "-mig-" not in d.get("name", ""))
+    attrs = [{k: (v or {}).get("string") for k, v in (d.get("attributes") or {}).items()}
+             for s in out.get("items", []) for d in (s.get("spec") or {}).get("devices") or []]
+    return len({a.get("parentUUID") if a.get("type") == "mig" else a.get("uuid") for a in attrs})
 
 
 def clean_host_state() -> list[str]:

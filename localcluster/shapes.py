@@ -77,8 +77,8 @@ def check(profile: str, layout: str) -> None:
 # ---------------------------------------------------------------- profiles
 
 
-def mig_devices(gpu_index: int) -> list[dict]:
-    return [{"profile": p, "uuid": f"MIG-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{c.NODE_NAME}/gpu{gpu_index}/gi{gi}')}",
+def mig_devices(gpu_index: int, node: str = c.NODE_NAME) -> list[dict]:
+    return [{"profile": p, "uuid": f"MIG-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{node}/gpu{gpu_index}/gi{gi}')}",
              "gi": gi, "ci": 0} for p, gi in MIG_PER_GPU]
 
 

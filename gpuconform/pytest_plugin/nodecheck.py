@@ -5,6 +5,7 @@ check's evidence, then deletes its pods."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Callable, Iterable, Protocol
 
@@ -100,6 +101,18 @@ class NodeCheck:
 
     def expectation(self, node_obj: dict | None = None) -> counts.Expectation:
         return self.run.inventory.expectation(self.node, node_obj)
+
+    def workload_expectation(self) -> counts.Expectation:
+        """What one device the workload checks ask for is (Expectation.unit, per_device): on the device-plugin path
+        the node's labels say; on a DRA node it is one device of its DeviceClass for one claim, a MIG device where
+        that is a MIG class (GPUs in MIG mode) and a whole GPU otherwise, whatever MIG or sharing labels the node
+        carries (they describe no resource a claim asks for)."""
+        exp = self.expectation()
+        if not self.dra:
+            return exp
+        mig = self.gpu.device_class in nodemode.MIG_DEVICE_CLASSES.values()
+        return dataclasses.replace(exp, mig_strategy="single" if mig else "none", replicas=1, mig_replicas={},
+                                   mig_profiles={}, whole_gpus_too=False)
 
     def plugin(self) -> discovery.Found:
         return self.run.inventory.find_plugin(self.node)
@@ -208,10 +221,23 @@ class NodeCheck:
 
     def claims_of(self, name: str) -> list[dict]:
         """The ResourceClaims of one of this check's pods as they are now (the names its status records,
-        status.resourceClaimStatuses; one GET each): a DRA pod's allocation, as the scheduler wrote it."""
-        ns, state = self._pods[name], self.pod_state(name) or {}
-        refs = [r.get("resourceClaimName") for r in (state.get("status") or {}).get("resourceClaimStatuses") or []]
+        status.resourceClaimStatuses and extendedResourceClaimStatus; one GET each): a DRA pod's allocation, as the scheduler wrote it."""
+        return self.claims_of_pod(self.pod_state(name) or {}, self._pods[name])
+
+    def claims_of_pod(self, obj: dict, namespace: str = "") -> list[dict]:
+        """claims_of for a pod object of the run (its namespace is one of the run's: the suite reads claims there
+        only)."""
+        ns, status = namespace or (obj.get("metadata") or {}).get("namespace", ""), obj.get("status") or {}
+        refs = [r.get("resourceClaimName") for r in status.get("resourceClaimStatuses") or []]
+        # the claim the scheduler made for an extended resource a DRA driver serves (KEP-5004; k8s.io/api v0.37.2
+        # core/v1 PodExtendedResourceClaimStatus)
+        refs.append((status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName"))
         return [c for c in (self.run.spaces.read_claim(ns, r) for r in refs if r) if c is not None]
+
+    def run_pods_on_node(self) -> dict[str, dict]:
+        """The run's own pods on the node now, every check's (one field-selected LIST): name -> pod object."""
+        return {p["metadata"]["name"]: p for p in self.pods_on_node()
+                if ((p.get("metadata") or {}).get("labels") or {}).get(pods.RUN_LABEL) == self.run_id}
 
     def shared_claim(self, tag: str, gpus: int = 1, device_class: str = "", selector: str = "") -> str:
         """A ResourceClaim for `gpus` devices of the node's DeviceClass (or `device_class`; devices satisfying the

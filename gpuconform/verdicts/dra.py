@@ -68,12 +68,19 @@ def withheld(driver: str, slices: list[dict]) -> dict[str, list[str]]:
     return out
 
 
-def usable_count(driver: str, slices: list[dict]) -> int:
-    """The driver's whole GPUs a claim of the suite's can be allocated: those of complete pools (the scheduler
-    allocates from no other), less those tainted out of service (MIG devices are not asked for by the GPU class)."""
-    whole, out_of_service = set(gpu_devices(driver, slices)), withheld(driver, slices)
+def mig_devices(driver: str, slices: list[dict]) -> list[str]:
+    """The driver's MIG devices ("pool/device", newest generation): those whose `type` attribute says "mig"."""
+    return [f"{pool}/{d.get('name')}" for pool, d in _newest_devices(driver, slices) if _attr(d, "type") == "mig"]
+
+
+def usable_count(driver: str, slices: list[dict], mig: bool = False) -> int:
+    """The driver's whole GPUs (`mig`: its MIG devices) a claim of the suite's can be allocated: those of complete
+    pools (the scheduler allocates from no other), less those tainted out of service (the GPU class asks for no MIG
+    device, the MIG class for no GPU)."""
+    wanted, out_of_service = set(mig_devices(driver, slices) if mig else gpu_devices(driver, slices)), \
+        withheld(driver, slices)
     return sum(1 for name, p in pools(driver, slices).items() if p["have"] == p["want"] for d in p["devices"]
-               if f"{name}/{d}" in whole and f"{name}/{d}" not in out_of_service)
+               if f"{name}/{d}" in wanted and f"{name}/{d}" not in out_of_service)
 
 
 def slice_findings(node: str, driver: str, slices: list[dict]) -> tuple[list[Finding], dict]:
@@ -359,6 +366,50 @@ def tainted_allocation_findings(node: str, driver: str, claims_of: dict[str, lis
                                    f"({', '.join(out_of_service[dev])}), although the claim tolerates no taint: the "
                                    "scheduler does not honour device taints (kube-scheduler's DRADeviceTaints gate "
                                    "off?)"))
+    return out, ev
+
+
+def health_entries(pod_objs: dict[str, dict | None]) -> list[dict[str, str]]:
+    """What the kubelet reports of the health of the pods' allocated devices: one entry per resource of each
+    container's status.containerStatuses[].allocatedResourcesStatus (KEP-4680, kubelet gate ResourceHealthStatus,
+    beta and on since 1.36; fed by the driver's DRAResourceHealth service, Unknown without one): pod, name
+    ("claim:<claim>[/<request>]"), resourceID, health, message. The kubelet names a DRA device by its first CDI
+    device ID where it has one, else "<driver>/<pool>/<device>" (kubernetes v1.37.2 pkg/kubelet/cm/dra/manager.go:
+    1032-1037 buildResourceHealth), so an entry is matched to a device through the pod's claims, not its ID."""
+    out = []
+    for pod, obj in pod_objs.items():
+        for cs in ((obj or {}).get("status") or {}).get("containerStatuses") or []:
+            for rs in cs.get("allocatedResourcesStatus") or []:
+                out += [{"pod": pod, "name": str(rs.get("name") or ""), "resourceID": str(r.get("resourceID") or ""),
+                         "health": str(r.get("health") or "Unknown"), "message": str(r.get("message") or "")}
+                        for r in rs.get("resources") or []]
+    return out
+
+
+def health_findings(node: str, driver: str, entries: list[dict[str, str]], claims_of: dict[str, list[dict]],
+                    out_of_service: dict[str, list[str]]) -> tuple[list[Finding], dict]:
+    """A device the driver reports Unhealthy (`entries`, from health_entries) is one it took out of service in its
+    slice (a NoSchedule / NoExecute taint, `out_of_service`): FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE when new claims can
+    still be allocated it. The device is the one the pod's claims were allocated (`claims_of`: pod -> its claims,
+    read for the pods with an Unhealthy entry), narrowed by the entry's resourceID where that names it."""
+    by_health: dict[str, int] = {}
+    for e in entries:
+        by_health[e["health"]] = by_health.get(e["health"], 0) + 1
+    ev: dict = {"summary": ", ".join(f"{n} {h}" for h, n in sorted(by_health.items())) or "none reported (the "
+                "kubelet has ResourceHealthStatus off)", "unhealthy": {}}
+    out = []
+    for e in (e for e in entries if e["health"] == "Unhealthy"):
+        held = [f"{r.get('pool')}/{r.get('device')}" for r in claim_results(claims_of.get(e["pod"], []), driver)]
+        named = e["resourceID"][len(driver) + 1:] if e["resourceID"].startswith(f"{driver}/") else ""
+        devices = [d for d in held if d == named] or held
+        ev["unhealthy"][e["pod"]] = {"entry": e, "devices": devices}
+        in_service = [d for d in devices if d not in out_of_service]
+        if in_service:
+            msg = f": {e['message']}" if e["message"] else ""
+            out.append(Finding("FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE", f"{node}: the kubelet reports {e['name']} of pod "
+                               f"{e['pod']} Unhealthy{msg}, yet {driver} keeps {', '.join(in_service)} in service "
+                               "(no NoSchedule/NoExecute taint in its ResourceSlice): new claims are still "
+                               "allocated it"))
     return out, ev
 
 

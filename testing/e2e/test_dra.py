@@ -42,16 +42,35 @@ def test_a_dra_driver_without_the_extended_resource_beside_the_operators_plugin_
         bed("dra", "shape", "operator")
 
 
-def certified(tmp_path, path: str, *args: str) -> dict:
+def test_a_dra_node_whose_gpus_are_in_mig_mode_is_certified_through_claims_of_mig_devices(tmp_path):
+    """The operator's DRA stack on GPUs in MIG mode (static MIG: 3g.20gb + 2 x 1g.5gb each): the driver publishes
+    MIG devices only, so nothing is left behind nvidia.com/gpu and the node's checks claim mig.nvidia.com devices;
+    isolation counts MIG devices (a claim for two may get two of one GPU). No MIG device is published beside its
+    GPU, so the MIG-and-parent check has no pair to try."""
+    junit = tmp_path / "junit.xml"
+    bed("dra", "shape", "static-mig")
+    try:
+        certified(tmp_path, "dra-extended-resource", "--junitxml", str(junit),
+                  not_made={"test_a_mig_device_and_its_parent_gpu_are_never_both_allocated": "NOTCHECKED-DRA-NO-MIG"})
+    finally:
+        bed("dra", "shape", "operator")
+    through = [p.get("value", "") for p in ElementTree.parse(junit).iter("property") if p.get("name") == "allocated_through"]
+    assert any(t.endswith("of DeviceClass mig.nvidia.com") for t in through), through
+
+
+def certified(tmp_path, path: str, *args: str, not_made: dict[str, str] | None = None) -> dict:
     """One zero-config run certifies gpu-node-0 (device plugin) and the DRA node on `path`; every check made on
-    the DRA path passes there and the others say NOTCHECKED-DRA-PATH."""
+    the DRA path passes there (but those in `not_made`, which say their code) and the others say
+    NOTCHECKED-DRA-PATH."""
+    not_made = not_made or {}
     rc, s = run_suite(tmp_path, *args)
     assert rc == 0 and s["exit_status"] == 0, json.dumps([r for r in s["results"] if r["outcome"] != "passed"])
     assert DRA_NODE in s["certified_nodes"] and "gpu-node-0" in s["certified_nodes"]
     paths = s["environment"]["allocation paths (GPU nodes)"]
     assert paths.startswith(f"device-plugin 1 (certified here), {path} 1 (certified here)"), paths
     on_dra = {r["check"]: r for r in s["results"] if r["node"] == DRA_NODE}
-    assert {c for c, r in on_dra.items() if r["outcome"] == "passed"} == MADE_ON_DRA
+    assert {c: r["reason"] for c, r in on_dra.items() if c in not_made} == not_made
+    assert {c for c, r in on_dra.items() if r["outcome"] == "passed"} == MADE_ON_DRA - set(not_made)
     assert all(r["reason"] == "NOTCHECKED-DRA-PATH" for c, r in on_dra.items() if c not in MADE_ON_DRA)
     assert all("dra_support" in r["ai_conformance"] for c, r in on_dra.items() if c in MADE_ON_DRA)
     # a DRA-only check is not made (deselected) on the device-plugin node

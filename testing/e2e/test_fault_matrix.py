@@ -160,6 +160,10 @@ DRA_MATRIX: dict[str, tuple[str, dict[str, str], set[str]]] = {
     "taint-ignored": ("dra", {"test_advertised_gpus_match_the_hardware": "FAIL-F03-UNHEALTHY-DEVICES",
                               "test_burst_allocates_every_free_gpu_once_and_one_more_waits":
                                   "FAIL-DRA-TAINTED-DEVICE-ALLOCATED"}, {BUSY}),
+    # the last GPU reported Unhealthy to the kubelet but left in service: a burst pod (the run-long one holds the
+    # first GPU) is allocated it
+    "unhealthy-untainted": ("dra", {"test_burst_allocates_every_free_gpu_once_and_one_more_waits":
+                                    "FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE"}, set()),
     # the GPUs and their MIG devices published without shared counters: a GPU is allocated beside its MIG device
     "mig-no-counters": ("mig_device and dra", {
         "test_a_mig_device_and_its_parent_gpu_are_never_both_allocated": "FAIL-DRA-MIG-AND-PARENT-ALLOCATED"}, set()),

@@ -116,3 +116,19 @@ def test_run_long_pods_are_told_apart_by_run_label_and_heartbeat():
     probe = pods.probe_pod("p", "ns", "r1", "burst", "gpu-a", cfg, 1, resource="nvidia.com/gpu")
     assert pods.is_run_long(mine, "r1") and not pods.is_run_long(other_run, "r1")
     assert not pods.is_run_long(probe, "r1") and not pods.is_run_long({}, "r1")
+
+
+@pytest.mark.parametrize("path,device_class,unit", [
+    ("device-plugin", "", "mig"),  # the labels decide on the device-plugin path
+    ("dra", "gpu.nvidia.com", "gpu"),  # a MIG strategy label on a DRA node describes no resource a claim asks for
+    ("dra-extended-resource", "mig.nvidia.com", "mig"),  # GPUs in MIG mode: one device is one MIG device
+])
+def test_what_one_device_of_a_workload_check_is_depends_on_the_path(path, device_class, unit):
+    from gpuconform import counts
+
+    run = fake_run()
+    labelled = counts.Expectation("nvidia.com/gpu", 2, 3, "labels", mig_strategy="single")
+    run.inventory.node = lambda name: SimpleNamespace(resource="gpu.nvidia.com", path=path, device_class=device_class)
+    run.inventory.expectation = lambda name, obj=None: labelled
+    exp = nodecheck.make(run, "gpu-a", "t").workload_expectation()
+    assert (exp.unit, exp.per_device) == (unit, 3 if path == "device-plugin" else 1)

@@ -331,6 +331,19 @@ def test_usable_devices_leave_out_incomplete_pools_and_tainted_devices():
     assert verdicts.dra.usable_count(DRIVER, [slice_(count=2)]) == 0  # the scheduler allocates from no such pool
 
 
+def test_a_node_whose_gpus_are_in_mig_mode_offers_its_mig_devices():
+    """Static MIG: no whole GPU is published, so the node's checks claim MIG devices (the MIG class)."""
+    static = mig_slice(whole=(), mig_of=("GPU-a", "GPU-a", "GPU-b"))
+    assert verdicts.dra.usable_count(DRIVER, [static]) == 0
+    assert verdicts.dra.usable_count(DRIVER, [static], mig=True) == 3
+    assert verdicts.dra.mig_devices(DRIVER, [static]) == [
+        "gpu-node-dra/gpu-x-mig-19-0-1", "gpu-node-dra/gpu-x-mig-19-1-1", "gpu-node-dra/gpu-x-mig-19-2-1"]
+    static["spec"]["devices"][0]["taints"] = [XID]  # one MIG device tainted out of service
+    assert verdicts.dra.usable_count(DRIVER, [static], mig=True) == 2
+    static["spec"]["pool"]["resourceSliceCount"] = 2
+    assert verdicts.dra.usable_count(DRIVER, [static], mig=True) == 0
+
+
 def test_a_claim_allocated_a_tainted_device_fails_and_others_pass():
     out_of_service = verdicts.dra.withheld(DRIVER, [tainted_slice(XID)])
     ok, ev = verdicts.dra.tainted_allocation_findings("n", DRIVER, {"burst0": [claim("gpu-0")]}, out_of_service)
@@ -375,3 +388,45 @@ def test_a_kubelet_restart_during_the_run_is_an_unstable_registration_on_dra_too
     found, _ = verdicts.dra.registration_metric_findings("n", DRIVER, metrics.parse(PLUGIN_MANAGER_METRICS),
                                                          1.76498e9 + 60, 1.76498e9)
     assert codes(found) == ["FAIL-F11-REGISTRATION-UNSTABLE"]
+
+
+def health_pod(*resources, container="probe", name="claim:gpu"):
+    """A burst pod's status as the kubelet reports device health (core/v1 ContainerStatus.allocatedResourcesStatus).
+    Recorded on the bed (v1.37.2): the kubelet names the device by its CDI device ID,
+    {'name': 'claim:g', 'resources': [{'health': 'Healthy', 'resourceID': 'k8s.gpu.nvidia.com/claim=<uid>-gpu-0'}]}."""
+    return {"status": {"containerStatuses": [{"name": container, "allocatedResourcesStatus": [
+        {"name": name, "resources": [dict(zip(("resourceID", "health", "message"), r)) for r in resources]}]}]}}
+
+
+CDI_ID = "k8s.gpu.nvidia.com/claim=c55f698f-94c2-4a67-ba65-d36df4124109-gpu-{}"
+
+
+def test_a_device_reported_unhealthy_but_left_in_service_fails():
+    pods = {"burst0": health_pod((CDI_ID.format(1), "Healthy")),
+            "burst1": health_pod((CDI_ID.format(2), "Unhealthy", "XID 79: GPU has fallen off the bus"))}
+    entries = verdicts.dra.health_entries(pods)
+    assert [e["health"] for e in entries] == ["Healthy", "Unhealthy"] and entries[1]["pod"] == "burst1"
+    claims = {"burst1": [claim("gpu-2", name="burst1-gpu-xyz")]}
+    bad, ev = verdicts.dra.health_findings("n", DRIVER, entries, claims, {})
+    assert codes(bad) == ["FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE"]
+    assert ("the kubelet reports claim:gpu of pod burst1 Unhealthy: XID 79: GPU has fallen off the bus, yet "
+            "gpu.nvidia.com keeps gpu-node-dra/gpu-2 in service") in bad[0].message
+    assert ev["summary"] == "1 Healthy, 1 Unhealthy"
+    # tainted out of service as well: the taint verdicts judge it, not this one
+    tainted = {"gpu-node-dra/gpu-2": ["gpu.nvidia.com/xid=79:NoSchedule"]}
+    assert verdicts.dra.health_findings("n", DRIVER, entries, claims, tainted)[0] == []
+    # a kubelet naming the device <driver>/<pool>/<device> (no CDI ID): only that device of a two-device claim
+    two = {"burst1": [claim("gpu-1", "gpu-2")]}
+    named = verdicts.dra.health_entries({"burst1": health_pod(("gpu.nvidia.com/gpu-node-dra/gpu-2", "Unhealthy"))})
+    found, ev = verdicts.dra.health_findings("n", DRIVER, named, two, {})
+    assert codes(found) == ["FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE"] and ev["unhealthy"]["burst1"]["devices"] == [
+        "gpu-node-dra/gpu-2"]
+
+
+def test_healthy_unknown_or_unreported_devices_pass():
+    pods = {"burst0": health_pod((CDI_ID.format(1), "Unknown")), "burst1": health_pod((CDI_ID.format(2), "Healthy")),
+            "gone": None}
+    ok, ev = verdicts.dra.health_findings("n", DRIVER, verdicts.dra.health_entries(pods), {}, {})
+    assert ok == [] and ev["summary"] == "1 Healthy, 1 Unknown"
+    none, ev = verdicts.dra.health_findings("n", DRIVER, verdicts.dra.health_entries({"p": {}}), {}, {})
+    assert none == [] and ev["summary"].startswith("none reported")

@@ -16,10 +16,15 @@ def test_vector_add_succeeds_through_the_plugin(check):
     check.needs_nvidia_tooling("the CUDA vector-add sample")
     check.needs_free_gpus(1)
     name, state = check.run_to_completion(check.vector_add_pod())
+    status = (state or {}).get("status") or {}
     if check.gpu.extended_resource:  # the audit trail: which claim the scheduler made for the extended resource
-        made = ((state or {}).get("status") or {}).get("extendedResourceClaimStatus") or {}
+        made = status.get("extendedResourceClaimStatus") or {}
         check.record("allocated_through", f"{check.gpu.extended_resource} (extended resource, KEP-5004): "
                      f"ResourceClaim {made.get('resourceClaimName') or '(not recorded)'} of DeviceClass "
+                     f"{check.gpu.device_class}")
+    elif check.dra:  # ... and which claim the pod's template made
+        made = [r.get("resourceClaimName") or "(not recorded)" for r in status.get("resourceClaimStatuses") or []]
+        check.record("allocated_through", f"ResourceClaim {', '.join(made) or '(not recorded)'} of DeviceClass "
                      f"{check.gpu.device_class}")
     check.hand_over(verdicts.vector_add_findings(check.node, name, check.resource, check.log(name),
                                                  pods.exit_code(state)))
@@ -34,7 +39,7 @@ def test_pods_see_exactly_the_gpus_they_request(check):
     device list strategies)."""
     check.needs_nvidia_tooling("device visibility from nvidia-smi and /dev/nvidiaN")
     free = check.needs_free_gpus(1)
-    exp = check.expectation()
+    exp = check.workload_expectation()
     n = verdicts.isolation_request(exp, free, check.cfg.get("limits.maxGpusPerNode"))
     env = {"NVIDIA_VISIBLE_DEVICES": "all"}  # what CUDA base images set (their Dockerfiles' ENV)
     zero = check.start(check.probe_pod("iso0", "isolation", 0, env=env))
@@ -143,11 +148,13 @@ def test_burst_allocates_every_free_gpu_once_and_one_more_waits(check):
     """MUST: N single-device pods created at once (N = free devices of the node's GPU resource) all run, each
     device held by no more pods than it may be (1; a time-sliced GPU: its replicas); pod N+1 stays Pending for
     lack of devices (not an admission failure). On a DRA node each pod has its own claim, and no claim is allocated
-    a device its driver tainted out of service."""
+    a device its driver tainted out of service, and a device the driver reports Unhealthy to the kubelet (the
+    allocatedResourcesStatus of the run's pods on the node: the burst's and the run-long check's) is one it
+    tainted so."""
     check.needs_nvidia_tooling("telling devices apart by nvidia-smi UUID")
     free = check.needs_free_gpus(1)
     tainted = verdicts.dra.withheld(check.gpu.dra_driver, check.resource_slices()) if check.dra else {}
-    exp = check.expectation()
+    exp = check.workload_expectation()
     n = verdicts.burst_size(free, check.cfg.get("limits.maxGpusPerNode"))
     names = [check.start(check.probe_pod(f"burst{i}", "burst", 1, hold_s=timing.POD_HOLD_S)) for i in range(n)]
     check.wait_running(*names)
@@ -158,6 +165,15 @@ def test_burst_allocates_every_free_gpu_once_and_one_more_waits(check):
     check.note("device owners", {"resource": check.resource, "per device": exp.per_device, "owners": owners})
     check.hand_over(findings)
     state = check.wait_running(extra, allow=("SKIP-F07-BUSY",))[extra] if extra else None
+    if check.dra:  # what the kubelet reports of the health of the devices the run holds on the node
+        held = check.run_pods_on_node()  # the burst's pods and the run-long check's: every device not others'
+        entries = verdicts.dra.health_entries(held)
+        unhealthy = {e["pod"] for e in entries if e["health"] == "Unhealthy"}
+        found, ev = verdicts.dra.health_findings(check.node, check.gpu.dra_driver, entries,
+                                                 {p: check.claims_of_pod(held[p]) for p in unhealthy}, tainted)
+        check.note("device health", ev)
+        check.record("device_health", ev["summary"])
+        check.hand_over(found)
     if tainted:  # the scheduler kept the tainted devices out of every claim, the extra pod's too
         found, ev = verdicts.dra.tainted_allocation_findings(
             check.node, check.gpu.dra_driver, {p: check.claims_of(p) for p in names + ([extra] if extra else [])},

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,7 @@ type driver struct {
 	faults dra.Faults
 	hw     *hw.Hardware
 	cancel context.CancelFunc
+	pool   string
 	mu     sync.Mutex
 }
 
@@ -85,11 +87,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
-	d := &driver{root: root, cdiDir: *cdiDir, faults: faults, hw: h, cancel: cancel}
+	d := &driver{root: root, cdiDir: *cdiDir, faults: faults, hw: h, cancel: cancel, pool: node}
 	helper, err := kubeletplugin.Start(ctx, d,
 		kubeletplugin.DriverName(dra.DriverName), kubeletplugin.NodeName(node), kubeletplugin.KubeClient(client),
 		kubeletplugin.RegistrarDirectoryPath(*registrar), kubeletplugin.PluginDataDirectoryPath(*pluginDir),
-		kubeletplugin.RegistrationService(!faults.NoRegister), kubeletplugin.HealthService(false))
+		kubeletplugin.RegistrationService(!faults.NoRegister), kubeletplugin.HealthService(true))
 	if err != nil {
 		fatal("start kubelet plugin: %v", err)
 	}
@@ -140,7 +142,7 @@ func (d *driver) prepare(c *resourceapi.ResourceClaim) kubeletplugin.PrepareResu
 	if c.Status.Allocation == nil {
 		return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s is not allocated", ref)}
 	}
-	gpus := map[string]hw.GPU{}
+	gpus := map[string]dra.Prepared{}
 	var devices []kubeletplugin.Device
 	for _, r := range c.Status.Allocation.Devices.Results {
 		if r.Driver != dra.DriverName {
@@ -165,10 +167,11 @@ func (d *driver) prepare(c *resourceapi.ResourceClaim) kubeletplugin.PrepareResu
 	return kubeletplugin.PrepareResult{Devices: devices}
 }
 
-func (d *driver) writeInfo(g hw.GPU) error {
+func (d *driver) writeInfo(p dra.Prepared) error {
+	g := p.GPU
 	g.MIGDevices = nil
-	info := hw.DeviceInfo{GPU: g, DriverVersion: d.hw.DriverVersion, CUDAVersion: d.hw.CUDAVersion}
-	return writeAtomically(hw.InfoPath(d.root, g.UUID), hw.MarshalDeviceInfo(info))
+	info := hw.DeviceInfo{GPU: g, DriverVersion: d.hw.DriverVersion, CUDAVersion: d.hw.CUDAVersion, MIG: p.MIG}
+	return writeAtomically(hw.InfoPath(d.root, p.UUID()), hw.MarshalDeviceInfo(info))
 }
 
 // UnprepareResourceClaims removes each claim's CDI spec (idempotent: a missing file is no error).
@@ -195,9 +198,21 @@ func (d *driver) HandleError(_ context.Context, err error, msg string) {
 	}
 }
 
-// WatchHealthStatus: the health service is off (kubeletplugin.HealthService(false)).
-func (d *driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
-	return kubeletplugin.ErrHealthNotSupported
+// WatchHealthStatus reports every device's health to the kubelet (dra.HealthReport), again every third of the
+// report's timeout so that none decays to Unknown, until the kubelet's stream ends.
+func (d *driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case reports <- dra.HealthReport(d.hw, d.faults, d.pool, time.Now()):
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(dra.HealthTimeout / 3):
+		}
+	}
 }
 
 func writeAtomically(path string, data []byte) error {

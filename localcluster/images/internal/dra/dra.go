@@ -12,10 +12,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"gpuconform.local/images/internal/hw"
 )
@@ -37,6 +39,8 @@ type Faults struct {
 	PoolIncomplete bool // publish the pool's devices in one slice that says the pool has two
 	TaintUnhealthy bool // publish the last GPU tainted out of service (UnhealthyTaint), as a driver that saw an XID
 	MigNoCounters  bool // publish the MIG devices and their GPUs without shared counters: both can be allocated
+	// report the last GPU Unhealthy to the kubelet (DRAResourceHealth) but keep it in service (no taint)
+	ReportUnhealthy bool
 }
 
 // UnhealthyTaint is the taint-unhealthy fault's taint on the last GPU: NoSchedule, so that the scheduler allocates
@@ -52,7 +56,8 @@ func ParseFaults(s string) (Faults, error) {
 	known := map[string]*bool{"omit-last-device": &f.OmitLastDevice, "extra-device": &f.ExtraDevice,
 		"no-register": &f.NoRegister, "prepare-fails": &f.PrepareFails, "wrong-device": &f.WrongDevice,
 		"double-inject": &f.DoubleInject, "pool-incomplete": &f.PoolIncomplete,
-		"taint-unhealthy": &f.TaintUnhealthy, "mig-no-counters": &f.MigNoCounters}
+		"taint-unhealthy": &f.TaintUnhealthy, "mig-no-counters": &f.MigNoCounters,
+		"report-unhealthy": &f.ReportUnhealthy}
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {
@@ -104,6 +109,23 @@ const (
 // MigDeviceName is NVIDIA's name of a MIG device: gpu-<minor>-mig-<GI profile id>-<placement start>-<size>.
 func MigDeviceName(g hw.GPU) string { return fmt.Sprintf("gpu-%d-mig-%d-0-1", g.Index, migProfileID) }
 
+// staticMigProfiles: GPU instance profile id and size (memory slices) of the A100-40GB MIG profiles the bed's
+// static-MIG hardware uses (NVIDIA MIG user guide, "A100 MIG profiles"), for the device names.
+var staticMigProfiles = map[string][2]int{"1g.5gb": {19, 1}, "2g.10gb": {14, 2}, "3g.20gb": {9, 4},
+	"4g.20gb": {5, 4}, "7g.40gb": {0, 8}}
+
+// StaticMigDeviceName is NVIDIA's name of a MIG device that exists on the GPU (static MIG, made by the MIG
+// manager), as for a dynamic one: gpu-<minor>-mig-<GI profile id>-<placement start>-<size>; the simulated hardware
+// has no placements, so its GPU instance id stands for the start.
+func StaticMigDeviceName(g hw.GPU, m hw.MIGDevice) string {
+	p := staticMigProfiles[m.Profile]
+	return fmt.Sprintf("gpu-%d-mig-%d-%d-%d", g.Minor, p[0], m.GI, p[1])
+}
+
+// Static reports whether the GPU is in MIG mode with its MIG devices made (the hardware lists them): the driver
+// publishes those MIG devices and not the GPU, as NVIDIA's does for a GPU in MIG mode.
+func Static(g hw.GPU) bool { return len(g.MIGDevices) > 0 }
+
 // gpusFor is the GPUs the pool publishes: the hardware's, with omit-last-device and extra-device applied.
 func gpusFor(h *hw.Hardware, f Faults) []hw.GPU {
 	gpus := append([]hw.GPU(nil), h.GPUs...)
@@ -144,6 +166,9 @@ func CounterSets(h *hw.Hardware, f Faults) []resourceapi.CounterSet {
 	}
 	var out []resourceapi.CounterSet
 	for _, g := range gpusFor(h, f) {
+		if Static(g) {
+			continue
+		}
 		out = append(out, resourceapi.CounterSet{Name: fmt.Sprintf(counterSetFormat, g.Index), Counters: gpuCounters(g)})
 	}
 	return out
@@ -155,6 +180,10 @@ func Devices(h *hw.Hardware, f Faults) []resourceapi.Device {
 	gpus := gpusFor(h, f)
 	out := make([]resourceapi.Device, 0, 2*len(gpus))
 	for _, g := range gpus {
+		if Static(g) {
+			out = append(out, staticMigDevices(h, g)...)
+			continue
+		}
 		d := resourceapi.Device{
 			Name: DeviceName(g),
 			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
@@ -177,6 +206,9 @@ func Devices(h *hw.Hardware, f Faults) []resourceapi.Device {
 		out[len(out)-1].Taints = []resourceapi.DeviceTaint{UnhealthyTaint} // the API server sets TimeAdded
 	}
 	for _, g := range gpus {
+		if Static(g) {
+			continue
+		}
 		d := resourceapi.Device{
 			Name: MigDeviceName(g),
 			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
@@ -200,6 +232,65 @@ func Devices(h *hw.Hardware, f Faults) []resourceapi.Device {
 	return out
 }
 
+// staticMigDevices is a GPU in MIG mode as NVIDIA's driver publishes it: its MIG devices only (type mig, their own
+// uuid, parentUUID the GPU's), without counters (they exist: nothing is left to partition).
+func staticMigDevices(h *hw.Hardware, g hw.GPU) []resourceapi.Device {
+	var out []resourceapi.Device
+	for _, m := range g.MIGDevices {
+		gb := 0
+		fmt.Sscanf(m.Profile[strings.Index(m.Profile, ".")+1:], "%dgb", &gb) //nolint:errcheck // 0 when unnamed
+		out = append(out, resourceapi.Device{
+			Name: StaticMigDeviceName(g, m),
+			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				"type": str("mig"), "uuid": str(m.UUID), "parentUUID": str(g.UUID), "profile": str(m.Profile),
+				"productName": str(g.Name), "brand": str("Nvidia"), "architecture": str("Ampere"),
+				"cudaComputeCapability": ver("8.0"), "driverVersion": ver(h.DriverVersion),
+				"cudaDriverVersion": ver(h.CUDAVersion),
+			},
+			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: qty(int64(gb) << 30)}},
+		})
+	}
+	return out
+}
+
+// deviceNames is every device name the pool publishes for a GPU.
+func deviceNames(g hw.GPU) []string {
+	if !Static(g) {
+		return []string{DeviceName(g), MigDeviceName(g)}
+	}
+	var out []string
+	for _, m := range g.MIGDevices {
+		out = append(out, StaticMigDeviceName(g, m))
+	}
+	return out
+}
+
+// UnhealthyMessage is what the driver tells the kubelet about the GPU it reports Unhealthy.
+const UnhealthyMessage = "XID 79: GPU has fallen off the bus"
+
+// HealthReport is the driver's report to the kubelet's DRAResourceHealth stream (KEP-4680; kubelet feature gate
+// ResourceHealthStatus, beta and on since 1.36): every device of the pool Healthy, but the last GPU (and its MIG
+// device) Unhealthy where the driver saw it fail: the taint-unhealthy fault (it also takes the GPU out of
+// service) and report-unhealthy (it does not).
+func HealthReport(h *hw.Hardware, f Faults, pool string, now time.Time) kubeletplugin.DeviceHealthReport {
+	gpus := gpusFor(h, f)
+	var r kubeletplugin.DeviceHealthReport
+	for i, g := range gpus {
+		health, msg := kubeletplugin.HealthStatusHealthy, ""
+		if (f.TaintUnhealthy || f.ReportUnhealthy) && i == len(gpus)-1 {
+			health, msg = kubeletplugin.HealthStatusUnhealthy, UnhealthyMessage
+		}
+		for _, name := range deviceNames(g) {
+			r.Devices = append(r.Devices, kubeletplugin.DeviceHealth{PoolName: pool, DeviceName: name, Health: health,
+				LastUpdated: now, HealthCheckTimeout: HealthTimeout, Message: msg})
+		}
+	}
+	return r
+}
+
+// HealthTimeout is how long the kubelet trusts a report; the driver re-sends every third of it.
+const HealthTimeout = 60 * time.Second
+
 // IncompleteSlice is the pool-incomplete fault's one slice: the node's devices in a pool whose resourceSliceCount
 // says 2 (k8s.io/api resource/v1 ResourcePool: a consumer must wait for every slice of the newest generation).
 func IncompleteSlice(node string, devices []resourceapi.Device) *resourceapi.ResourceSlice {
@@ -210,22 +301,46 @@ func IncompleteSlice(node string, devices []resourceapi.Device) *resourceapi.Res
 	}
 }
 
-// Lookup finds the GPU a device name (a GPU's or its MIG device's) stands for; with the wrong-device fault, the next GPU in the hardware;
-// with double-inject, the first.
-func Lookup(h *hw.Hardware, device string, f Faults) (hw.GPU, bool) {
+// Prepared is what one allocated device injects: a GPU, or one of its static MIG devices (MIG set; a dynamic MIG
+// device is injected as its GPU: the simulated hardware has no instance for it).
+type Prepared struct {
+	GPU hw.GPU
+	MIG *hw.MIGDevice
+}
+
+// UUID is what the container is given: the MIG device's UUID, else the GPU's.
+func (p Prepared) UUID() string {
+	if p.MIG != nil {
+		return p.MIG.UUID
+	}
+	return p.GPU.UUID
+}
+
+// Lookup finds what a device name (a GPU's or one of its MIG devices') stands for; with the wrong-device fault,
+// the next GPU in the hardware (its first MIG device, in MIG mode); with double-inject, the first.
+func Lookup(h *hw.Hardware, device string, f Faults) (Prepared, bool) {
 	for i, g := range h.GPUs {
-		// a MIG device is prepared as its GPU: the simulated hardware has no MIG instances to inject
-		if DeviceName(g) == device || MigDeviceName(g) == device {
+		for k, name := range deviceNames(g) {
+			if name != device {
+				continue
+			}
+			pick := func(g hw.GPU, k int) Prepared {
+				if Static(g) {
+					m := g.MIGDevices[min(k, len(g.MIGDevices)-1)]
+					return Prepared{GPU: g, MIG: &m}
+				}
+				return Prepared{GPU: g}
+			}
 			if f.DoubleInject {
-				return h.GPUs[0], true
+				return pick(h.GPUs[0], 0), true
 			}
 			if f.WrongDevice && len(h.GPUs) > 1 {
-				return h.GPUs[(i+1)%len(h.GPUs)], true
+				return pick(h.GPUs[(i+1)%len(h.GPUs)], 0), true
 			}
-			return g, true
+			return pick(g, k), true
 		}
 	}
-	return hw.GPU{}, false
+	return Prepared{}, false
 }
 
 // CDI spec, version 0.6.0 (tags.cncf.io/container-device-interface specs-go), only the fields used here.
@@ -259,9 +374,9 @@ type cdiMount struct {
 func CDIName(claimUID, device string) string { return claimUID + "-" + device }
 
 // CDISpec returns the spec file's content for a claim's devices, keyed by device name: per device the GPU's
-// device node (from the sim root's node, which carries NVIDIA's major 195) and its info file, read-only, and
-// NVIDIA_VISIBLE_DEVICES with the UUID, as NVIDIA's CDI specs set it.
-func CDISpec(root, claimUID string, gpus map[string]hw.GPU) []byte {
+// device node (from the sim root's node, which carries NVIDIA's major 195) and its info file (a MIG device's, named
+// after its UUID), read-only, and NVIDIA_VISIBLE_DEVICES with the UUID, as NVIDIA's CDI specs set it.
+func CDISpec(root, claimUID string, gpus map[string]Prepared) []byte {
 	names := make([]string, 0, len(gpus))
 	for n := range gpus {
 		names = append(names, n)
@@ -269,11 +384,12 @@ func CDISpec(root, claimUID string, gpus map[string]hw.GPU) []byte {
 	sort.Strings(names)
 	spec := cdiSpec{Version: "0.6.0", Kind: CDIKind}
 	for _, n := range names {
-		g := gpus[n]
+		p := gpus[n]
+		g, id := p.GPU, p.UUID()
 		spec.Devices = append(spec.Devices, cdiDevice{Name: CDIName(claimUID, n), Edits: cdiEdits{
-			Env:         []string{"NVIDIA_VISIBLE_DEVICES=" + g.UUID},
+			Env:         []string{"NVIDIA_VISIBLE_DEVICES=" + id},
 			DeviceNodes: []cdiDeviceNode{{Path: hw.ContainerDevPath(g.Minor), HostPath: hw.DevNodePath(root, g.Minor), Permissions: "rw"}},
-			Mounts: []cdiMount{{HostPath: hw.InfoPath(root, g.UUID), ContainerPath: hw.ContainerInfoPath(g.UUID),
+			Mounts: []cdiMount{{HostPath: hw.InfoPath(root, id), ContainerPath: hw.ContainerInfoPath(id),
 				Options: []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}}},
 		}})
 	}

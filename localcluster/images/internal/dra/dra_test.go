@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"gpuconform.local/images/internal/hw"
 )
@@ -46,13 +47,31 @@ func TestMigDevicesShareTheirGPUsCounters(t *testing.T) {
 		mig.ConsumesCounters[0].CounterSet != "gpu-1-counter-set" || len(mig.ConsumesCounters[0].Counters) != 2 {
 		t.Fatalf("consumption: gpu %+v, mig %+v", gpu.ConsumesCounters, mig.ConsumesCounters)
 	}
-	if g, ok := Lookup(hardware(), "gpu-1-mig-19-0-1", Faults{}); !ok || g.UUID != "GPU-b" {
+	if g, ok := Lookup(hardware(), "gpu-1-mig-19-0-1", Faults{}); !ok || g.UUID() != "GPU-b" {
 		t.Fatalf("MIG lookup %v %v", g, ok)
 	}
 	none := Devices(hardware(), Faults{MigNoCounters: true})
 	if CounterSets(hardware(), Faults{MigNoCounters: true}) != nil || none[1].ConsumesCounters != nil ||
 		none[3].ConsumesCounters != nil {
 		t.Fatalf("mig-no-counters still consumes: %+v", none)
+	}
+}
+
+func TestHealthReportNamesTheFailedGPUUnhealthy(t *testing.T) {
+	now := time.Unix(1, 0)
+	ok := HealthReport(hardware(), Faults{}, "n", now)
+	if len(ok.Devices) != 4 || ok.Devices[0].DeviceName != "gpu-0" || ok.Devices[1].DeviceName != "gpu-0-mig-19-0-1" {
+		t.Fatalf("report %+v", ok.Devices)
+	}
+	for _, d := range ok.Devices {
+		if d.Health != "Healthy" || d.PoolName != "n" {
+			t.Fatalf("healthy report %+v", d)
+		}
+	}
+	bad := HealthReport(hardware(), Faults{ReportUnhealthy: true}, "n", now)
+	if bad.Devices[2].Health != "Unhealthy" || bad.Devices[2].DeviceName != "gpu-1" || bad.Devices[0].Health != "Healthy" ||
+		bad.Devices[2].Message != UnhealthyMessage {
+		t.Fatalf("report-unhealthy %+v", bad.Devices)
 	}
 }
 
@@ -67,13 +86,13 @@ func TestFaultsChangeWhatIsPublishedAndInjected(t *testing.T) {
 	if len(d) != 6 || d[2].Name != "gpu-2" {
 		t.Fatalf("extra-device: %+v", d)
 	}
-	if g, _ := Lookup(hardware(), "gpu-0", Faults{WrongDevice: true}); g.UUID != "GPU-b" {
-		t.Fatalf("wrong-device injects %s", g.UUID)
+	if g, _ := Lookup(hardware(), "gpu-0", Faults{WrongDevice: true}); g.UUID() != "GPU-b" {
+		t.Fatalf("wrong-device injects %s", g.UUID())
 	}
-	if g, _ := Lookup(hardware(), "gpu-1", Faults{DoubleInject: true}); g.UUID != "GPU-a" {
+	if g, _ := Lookup(hardware(), "gpu-1", Faults{DoubleInject: true}); g.UUID() != "GPU-a" {
 		t.Fatalf("double-inject: %+v", g)
 	}
-	if g, ok := Lookup(hardware(), "gpu-1", Faults{}); !ok || g.UUID != "GPU-b" {
+	if g, ok := Lookup(hardware(), "gpu-1", Faults{}); !ok || g.UUID() != "GPU-b" {
 		t.Fatalf("lookup %v %v", g, ok)
 	}
 	if d := Devices(hardware(), Faults{TaintUnhealthy: true}); len(d) != 4 || len(d[0].Taints) != 0 ||
@@ -90,7 +109,7 @@ func TestFaultsChangeWhatIsPublishedAndInjected(t *testing.T) {
 
 func TestCDISpecInjectsNodeAndInfoFile(t *testing.T) {
 	var spec map[string]any
-	if err := json.Unmarshal(CDISpec("/var/lib/gpu-sim", "uid1", map[string]hw.GPU{"gpu-1": hardware().GPUs[1]}), &spec); err != nil {
+	if err := json.Unmarshal(CDISpec("/var/lib/gpu-sim", "uid1", map[string]Prepared{"gpu-1": {GPU: hardware().GPUs[1]}}), &spec); err != nil {
 		t.Fatal(err)
 	}
 	if spec["kind"] != CDIKind {
@@ -106,5 +125,56 @@ func TestCDISpecInjectsNodeAndInfoFile(t *testing.T) {
 		if !strings.Contains(string(edits), want) {
 			t.Errorf("edits %s lack %s", edits, want)
 		}
+	}
+}
+
+// staticMig is hardware() with GPU 1 in MIG mode: two MIG devices made.
+func staticMig() *hw.Hardware {
+	h := hardware()
+	h.GPUs[1].MIGDevices = []hw.MIGDevice{{Profile: "3g.20gb", UUID: "MIG-b2", GI: 2}, {Profile: "1g.5gb", UUID: "MIG-b9", GI: 9}}
+	return h
+}
+
+func TestAGPUInMIGModeIsPublishedAsItsMIGDevicesOnly(t *testing.T) {
+	devs, sets := Devices(staticMig(), Faults{}), CounterSets(staticMig(), Faults{})
+	var names []string
+	for _, d := range devs {
+		names = append(names, d.Name)
+	}
+	if got := strings.Join(names, ","); got != "gpu-0,gpu-1-mig-9-2-4,gpu-1-mig-19-9-1,gpu-0-mig-19-0-1" {
+		t.Fatalf("devices %s", got)
+	}
+	m := devs[1]
+	if *m.Attributes["uuid"].StringValue != "MIG-b2" || *m.Attributes["parentUUID"].StringValue != "GPU-b" ||
+		*m.Attributes["type"].StringValue != "mig" || m.ConsumesCounters != nil {
+		t.Fatalf("static MIG device %+v", m)
+	}
+	if q := m.Capacity["memory"].Value; q.Value() != 20<<30 {
+		t.Fatalf("memory %s", q.String())
+	}
+	if len(sets) != 1 || sets[0].Name != "gpu-0-counter-set" {
+		t.Fatalf("counter sets %+v", sets)
+	}
+	p, ok := Lookup(staticMig(), "gpu-1-mig-19-9-1", Faults{})
+	if !ok || p.UUID() != "MIG-b9" || p.GPU.UUID != "GPU-b" {
+		t.Fatalf("lookup %+v %v", p, ok)
+	}
+	if p, _ := Lookup(staticMig(), "gpu-0", Faults{WrongDevice: true}); p.UUID() != "MIG-b2" {
+		t.Fatalf("wrong-device onto a GPU in MIG mode injects %s", p.UUID())
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(CDISpec("/r", "u", map[string]Prepared{"x": p}), &spec); err != nil {
+		t.Fatal(err)
+	}
+	edits, _ := json.Marshal(spec["devices"].([]any)[0].(map[string]any)["containerEdits"])
+	for _, want := range []string{`"path":"/dev/nvidia1"`, `"containerPath":"/run/gpu-sim/MIG-b9.json"`,
+		`NVIDIA_VISIBLE_DEVICES=MIG-b9`} {
+		if !strings.Contains(string(edits), want) {
+			t.Errorf("edits %s lack %s", edits, want)
+		}
+	}
+	r := HealthReport(staticMig(), Faults{ReportUnhealthy: true}, "n", time.Unix(1, 0))
+	if len(r.Devices) != 4 || r.Devices[2].DeviceName != "gpu-1-mig-9-2-4" || r.Devices[2].Health != "Unhealthy" {
+		t.Fatalf("health %+v", r.Devices)
 	}
 }
