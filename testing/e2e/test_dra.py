@@ -58,6 +58,21 @@ def test_a_dra_node_whose_gpus_are_in_mig_mode_is_certified_through_claims_of_mi
     assert any(t.endswith("of DeviceClass mig.nvidia.com") for t in through), through
 
 
+def test_on_gpus_in_mig_mode_a_mig_device_injected_into_two_claims_containers_is_caught(tmp_path):
+    """The same checks fail in MIG mode: with double-inject the driver injects GPU 0's first MIG device for every
+    claim, so the burst's pods (a claim each) see one MIG UUID."""
+    bed("dra", "shape", "static-mig")
+    try:
+        bed("dra", "fault", "double-inject")
+        rc, s = run_suite(tmp_path, "-k", "dra and burst")
+    finally:
+        bed("dra", "shape", "operator")
+    got = {r["check"]: r for r in s["results"] if r["node"] == DRA_NODE}
+    burst = got["test_burst_allocates_every_free_gpu_once_and_one_more_waits"]
+    assert rc == 1 and burst["reason"] == "FAIL-DRA-DOUBLE-INJECTION", burst
+    assert "device MIG-" in burst["message"] and "each with its own ResourceClaim" in burst["message"], burst["message"]
+
+
 def certified(tmp_path, path: str, *args: str, not_made: dict[str, str] | None = None) -> dict:
     """One zero-config run certifies gpu-node-0 (device plugin) and the DRA node on `path`; every check made on
     the DRA path passes there (but those in `not_made`, which say their code) and the others say
