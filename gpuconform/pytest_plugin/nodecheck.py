@@ -235,9 +235,12 @@ class NodeCheck:
         return [c for c in (self.run.spaces.read_claim(ns, r) for r in refs if r) if c is not None]
 
     def run_pods_on_node(self) -> dict[str, dict]:
-        """The run's own pods on the node now, every check's (one field-selected LIST): name -> pod object."""
+        """The run's own pods on the node now, every check's (one field-selected LIST): name -> pod object. Only
+        those in the run's namespaces: another team's pod may copy the run's label, not its namespace."""
+        mine = set(self.run.spaces.names)
         return {p["metadata"]["name"]: p for p in self.pods_on_node()
-                if ((p.get("metadata") or {}).get("labels") or {}).get(pods.RUN_LABEL) == self.run_id}
+                if (p.get("metadata") or {}).get("namespace") in mine
+                and ((p.get("metadata") or {}).get("labels") or {}).get(pods.RUN_LABEL) == self.run_id}
 
     def shared_claim(self, tag: str, gpus: int = 1, device_class: str = "", selector: str = "") -> str:
         """A ResourceClaim for `gpus` devices of the node's DeviceClass (or `device_class`; devices satisfying the

@@ -132,3 +132,16 @@ def test_what_one_device_of_a_workload_check_is_depends_on_the_path(path, device
     run.inventory.expectation = lambda name, obj=None: labelled
     exp = nodecheck.make(run, "gpu-a", "t").workload_expectation()
     assert (exp.unit, exp.per_device) == (unit, 3 if path == "device-plugin" else 1)
+
+
+def test_the_runs_pods_on_a_node_are_those_in_its_namespaces_with_its_label():
+    run = fake_run()
+    run.spaces.names = ["gpuconform-r1", "gpuconform-r1-node"]
+
+    def pod(name, ns, run_id="r1"):
+        return {"metadata": {"name": name, "namespace": ns, "labels": {pods.RUN_LABEL: run_id}}}
+
+    on_node = [pod("burst0", "gpuconform-r1"), pod("longrun", "gpuconform-r1"), pod("copycat", "team-a"),
+               pod("older", "gpuconform-r1", run_id="r0")]
+    run.inventory.pods_on_node = lambda name: on_node
+    assert sorted(nodecheck.make(run, "gpu-a", "t").run_pods_on_node()) == ["burst0", "longrun"]
