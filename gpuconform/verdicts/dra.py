@@ -11,6 +11,7 @@ v1.37.2 (k8s.io/api resource/v1 types.go; docs/vendors.md):
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from ..counts import Expectation
 from .common import Finding
@@ -392,9 +393,7 @@ def health_findings(node: str, driver: str, entries: list[dict[str, str]], claim
     slice (a NoSchedule / NoExecute taint, `out_of_service`): FAIL-DRA-UNHEALTHY-DEVICE-IN-SERVICE when new claims can
     still be allocated it. The device is the one the pod's claims were allocated (`claims_of`: pod -> its claims,
     read for the pods with an Unhealthy entry), narrowed by the entry's resourceID where that names it."""
-    by_health: dict[str, int] = {}
-    for e in entries:
-        by_health[e["health"]] = by_health.get(e["health"], 0) + 1
+    by_health = Counter(e["health"] for e in entries)
     ev: dict = {"summary": ", ".join(f"{n} {h}" for h, n in sorted(by_health.items())) or "none reported (the "
                 "kubelet has ResourceHealthStatus off)", "unhealthy": {}}
     out = []

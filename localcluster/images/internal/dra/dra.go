@@ -93,33 +93,42 @@ func ver(s string) resourceapi.DeviceAttribute {
 	return resourceapi.DeviceAttribute{VersionValue: &s}
 }
 
+// migProfileInfo is a MIG profile of the A100-40GB (NVIDIA MIG user guide, "A100 MIG profiles"): its GPU instance
+// profile id, its size in memory slices (of 8) and its memory.
+type migProfileInfo struct {
+	id, slices int
+	memGiB     int64
+}
+
+// migProfiles: the A100-40GB profiles the bed uses, for the dynamic MIG device and the static-MIG hardware.
+var migProfiles = map[string]migProfileInfo{"1g.5gb": {19, 1, 5}, "2g.10gb": {14, 2, 10}, "3g.20gb": {9, 4, 20},
+	"4g.20gb": {5, 4, 20}, "7g.40gb": {0, 8, 40}}
+
 // The one MIG profile the simulated driver offers per GPU, as NVIDIA's driver names and describes an abstract MIG
 // device with dynamic MIG (partitionable devices, KEP-4815; NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin
 // deviceinfo.go and partitions.go): 1g.5gb of an A100-40GB is GPU instance profile 19, one of 8 memory slices.
 const (
 	migProfile       = "1g.5gb"
-	migProfileID     = 19
 	migMemorySlices  = 8
-	migMemoryBytes   = int64(5) << 30
 	migMultiprocs    = 14
 	memSliceCounter  = "memory-slice-%d"
 	counterSetFormat = "gpu-%d-counter-set"
 )
 
+var (
+	migProfileID   = migProfiles[migProfile].id
+	migMemoryBytes = migProfiles[migProfile].memGiB << 30
+)
+
 // MigDeviceName is NVIDIA's name of a MIG device: gpu-<minor>-mig-<GI profile id>-<placement start>-<size>.
 func MigDeviceName(g hw.GPU) string { return fmt.Sprintf("gpu-%d-mig-%d-0-1", g.Index, migProfileID) }
-
-// staticMigProfiles: GPU instance profile id and size (memory slices) of the A100-40GB MIG profiles the bed's
-// static-MIG hardware uses (NVIDIA MIG user guide, "A100 MIG profiles"), for the device names.
-var staticMigProfiles = map[string][2]int{"1g.5gb": {19, 1}, "2g.10gb": {14, 2}, "3g.20gb": {9, 4},
-	"4g.20gb": {5, 4}, "7g.40gb": {0, 8}}
 
 // StaticMigDeviceName is NVIDIA's name of a MIG device that exists on the GPU (static MIG, made by the MIG
 // manager), as for a dynamic one: gpu-<minor>-mig-<GI profile id>-<placement start>-<size>; the simulated hardware
 // has no placements, so its GPU instance id stands for the start.
 func StaticMigDeviceName(g hw.GPU, m hw.MIGDevice) string {
-	p := staticMigProfiles[m.Profile]
-	return fmt.Sprintf("gpu-%d-mig-%d-%d-%d", g.Minor, p[0], m.GI, p[1])
+	p := migProfiles[m.Profile]
+	return fmt.Sprintf("gpu-%d-mig-%d-%d-%d", g.Minor, p.id, m.GI, p.slices)
 }
 
 // Static reports whether the GPU is in MIG mode with its MIG devices made (the hardware lists them): the driver
@@ -237,8 +246,6 @@ func Devices(h *hw.Hardware, f Faults) []resourceapi.Device {
 func staticMigDevices(h *hw.Hardware, g hw.GPU) []resourceapi.Device {
 	var out []resourceapi.Device
 	for _, m := range g.MIGDevices {
-		gb := 0
-		fmt.Sscanf(m.Profile[strings.Index(m.Profile, ".")+1:], "%dgb", &gb) //nolint:errcheck // 0 when unnamed
 		out = append(out, resourceapi.Device{
 			Name: StaticMigDeviceName(g, m),
 			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
@@ -247,7 +254,7 @@ func staticMigDevices(h *hw.Hardware, g hw.GPU) []resourceapi.Device {
 				"cudaComputeCapability": ver("8.0"), "driverVersion": ver(h.DriverVersion),
 				"cudaDriverVersion": ver(h.CUDAVersion),
 			},
-			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: qty(int64(gb) << 30)}},
+			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: qty(migProfiles[m.Profile].memGiB << 30)}},
 		})
 	}
 	return out
@@ -316,6 +323,16 @@ func (p Prepared) UUID() string {
 	return p.GPU.UUID
 }
 
+// prepared is the k-th device the pool publishes for GPU g: the GPU itself (or, k 1, its dynamic MIG device,
+// injected as the GPU), or in MIG mode its k-th MIG device.
+func prepared(g hw.GPU, k int) Prepared {
+	if Static(g) {
+		m := g.MIGDevices[min(k, len(g.MIGDevices)-1)]
+		return Prepared{GPU: g, MIG: &m}
+	}
+	return Prepared{GPU: g}
+}
+
 // Lookup finds what a device name (a GPU's or one of its MIG devices') stands for; with the wrong-device fault,
 // the next GPU in the hardware (its first MIG device, in MIG mode); with double-inject, the first.
 func Lookup(h *hw.Hardware, device string, f Faults) (Prepared, bool) {
@@ -324,20 +341,13 @@ func Lookup(h *hw.Hardware, device string, f Faults) (Prepared, bool) {
 			if name != device {
 				continue
 			}
-			pick := func(g hw.GPU, k int) Prepared {
-				if Static(g) {
-					m := g.MIGDevices[min(k, len(g.MIGDevices)-1)]
-					return Prepared{GPU: g, MIG: &m}
-				}
-				return Prepared{GPU: g}
-			}
 			if f.DoubleInject {
-				return pick(h.GPUs[0], 0), true
+				return prepared(h.GPUs[0], 0), true
 			}
 			if f.WrongDevice && len(h.GPUs) > 1 {
-				return pick(h.GPUs[(i+1)%len(h.GPUs)], 0), true
+				return prepared(h.GPUs[(i+1)%len(h.GPUs)], 0), true
 			}
-			return pick(g, k), true
+			return prepared(g, k), true
 		}
 	}
 	return Prepared{}, false
