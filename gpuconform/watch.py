@@ -53,12 +53,20 @@ class Watch:
     failed: BaseException | None = None  # a permanent error: the cache is no longer kept up to date
     broken_since: float | None = None  # monotonic time of the first failure since the last success
     give_up_s: float = timing.WATCH_GIVE_UP_S
+    # objects of a namespaced kind listed across namespaces (ResourceClaims) are keyed "namespace/name": two
+    # namespaces may hold objects of one name
+    namespaced: bool = False
+
+    def key(self, meta: Any) -> str:
+        """The cache key of an object's metadata (a dict or the client's model)."""
+        get = meta.get if isinstance(meta, dict) else (lambda k: getattr(meta, k, None))
+        return f"{get('namespace')}/{get('name')}" if self.namespaced else get("name")
 
     def start(self, initial: list[dict] | None = None, resource_version: str | None = None) -> "Watch":
         """Starts the watch thread; `initial` + `resource_version` reuse a LIST the caller already made."""
         if initial is not None and resource_version:
             for o in initial:
-                self.objects[o["metadata"]["name"]] = self.seen[o["metadata"]["name"]] = o
+                self.objects[self.key(o["metadata"])] = self.seen[self.key(o["metadata"])] = o
         self.thread = threading.Thread(target=self._run, args=(resource_version if initial is not None else None,),
                                        name=f"gpuconform-watch-{self.what}", daemon=True)
         self.thread.start()
@@ -87,7 +95,7 @@ class Watch:
                 if rv is None:
                     lst = self.list_fn(*self.args, _request_timeout=self.cluster.request_timeout, **self.kwargs)
                     with self.cond:
-                        fresh = {o.metadata.name: to_dict(self.cluster.api, o) for o in lst.items}
+                        fresh = {self.key(o.metadata): to_dict(self.cluster.api, o) for o in lst.items}
                         self.objects = fresh
                         self.seen.update(fresh)
                         self.version += 1
@@ -108,7 +116,7 @@ class Watch:
                         continue
                     rv = obj.metadata.resource_version
                     with self.cond:
-                        now, name = time.time(), obj.metadata.name
+                        now, name = time.time(), self.key(obj.metadata)
                         self.seen_at.setdefault(name, now)
                         if ev["type"] == "DELETED":
                             self.objects.pop(name, None)

@@ -90,6 +90,10 @@ class NodeCheck:
         """The ResourceSlices naming this node now (one field-selected LIST)."""
         return self.run.inventory.resource_slices(self.node)
 
+    def taint_rules(self) -> list[dict]:
+        """The cluster's DeviceTaintRules now (from the inventory's watch; [] where not readable)."""
+        return self.run.inventory.taint_rules()
+
     def _claim(self, gpus: int) -> str:
         """On a DRA node, the run's ResourceClaimTemplate for `gpus` devices of the node's class; else ''."""
         if not (self.dra and gpus):
@@ -154,9 +158,10 @@ class NodeCheck:
         hand_over(verdicts.unusable(self.gpu, need))
         node, on_node = self.node_object(), self.pods_on_node()
         hand_over(verdicts.busy(self.gpu, self.run.inventory.free_among(self.node, on_node, node), need))
-        if beside_run_long:
-            on_node = [p for p in on_node if not pods.is_run_long(p, self.run_id)]
-        return self.run.inventory.free_among(self.node, on_node, node)
+        if not beside_run_long:
+            return self.run.inventory.free_among(self.node, on_node, node)
+        return self.run.inventory.free_among(self.node, on_node, node,
+                                             ignore=[p for p in on_node if pods.is_run_long(p, self.run_id)])
 
     def note(self, key: str, value: Any) -> None:
         """Evidence, shown when the check fails."""

@@ -14,74 +14,10 @@ import re
 from collections import Counter
 
 from ..counts import Expectation
+from ..dradevices import (SAFE_LITERAL, attr, claim_results, informational, newest_devices, physical_gpus, pools,
+                          slice_uuids, withheld)
 from .common import Finding
 from .kubelet_record import _for_containers, _part
-
-
-def pools(driver: str, slices: list[dict]) -> dict[str, dict]:
-    """The driver's pools among `slices`: name -> {generation, want (resourceSliceCount), have (slices of that
-    generation), devices (their device names), taints (device name -> its taints, for the devices that have
-    any)}."""
-    out: dict[str, dict] = {}
-    for s in slices:
-        spec = s.get("spec") or {}
-        if spec.get("driver") != driver:
-            continue
-        pool = spec.get("pool") or {}
-        gen = int(pool.get("generation") or 0)
-        p = out.setdefault(pool.get("name") or "", {"generation": gen, "want": 0, "have": 0, "devices": [],
-                                                    "taints": {}})
-        if gen > p["generation"]:
-            p.update(generation=gen, have=0, devices=[], taints={})
-        if gen == p["generation"]:
-            p["want"] = int(pool.get("resourceSliceCount") or 0)
-            p["have"] += 1
-            for d in spec.get("devices") or []:
-                p["devices"].append(d.get("name"))
-                if d.get("taints"):
-                    p["taints"][d.get("name")] = d["taints"]
-    return out
-
-
-# Device taints (KEP-5055; kubernetes v1.37.2 pkg/features/kube_features.go DRADeviceTaints: beta and on 1.36, GA
-# 1.37; k8s.io/api resource/v1 types.go DeviceTaint, effects None / NoSchedule / NoExecute): a device tainted
-# NoSchedule or NoExecute is not allocated to a claim that does not tolerate it (the scheduler's allocator,
-# pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go:840 `DeviceTaints`), so a driver takes an
-# unhealthy device out of service by tainting it. Effect None only informs (NVIDIA's DRA driver's health taints are
-# proposed so, gpu.nvidia.com/xid=<n>: NVIDIA/k8s-dra-driver-gpu issue 905): such a device stays in service.
-WITHHOLDING = ("NoSchedule", "NoExecute")
-
-
-def _taint_text(t: dict) -> str:
-    kv = f"{t.get('key')}={t['value']}" if t.get("value") else f"{t.get('key')}"
-    return f"{kv}:{t.get('effect')}"
-
-
-def withheld(driver: str, slices: list[dict]) -> dict[str, list[str]]:
-    """"pool/device" -> its withholding taints ("key=value:Effect"), for the driver's devices (newest generation)
-    that a claim without tolerations cannot be allocated."""
-    out: dict[str, list[str]] = {}
-    for name, p in pools(driver, slices).items():
-        for dev, taints in p["taints"].items():
-            bad = [_taint_text(t) for t in taints if t.get("effect") in WITHHOLDING]
-            if bad:
-                out[f"{name}/{dev}"] = bad
-    return out
-
-
-def mig_devices(driver: str, slices: list[dict]) -> list[str]:
-    """The driver's MIG devices ("pool/device", newest generation): those whose `type` attribute says "mig"."""
-    return [f"{pool}/{d.get('name')}" for pool, d in _newest_devices(driver, slices) if _attr(d, "type") == "mig"]
-
-
-def usable_count(driver: str, slices: list[dict], mig: bool = False) -> int:
-    """The driver's whole GPUs (`mig`: its MIG devices) a claim of the suite's can be allocated: those of complete
-    pools (the scheduler allocates from no other), less those tainted out of service (the GPU class asks for no MIG
-    device, the MIG class for no GPU)."""
-    wanted, out_of_service = set(mig_devices(driver, slices) if mig else gpu_devices(driver, slices)), \
-        withheld(driver, slices)
-    return sum(1 for name, p in pools(driver, slices).items() if p["have"] == p["want"] for d in p["devices"]
-               if f"{name}/{d}" in wanted and f"{name}/{d}" not in out_of_service)
 
 
 def slice_findings(node: str, driver: str, slices: list[dict]) -> tuple[list[Finding], dict]:
@@ -121,51 +57,6 @@ def devices_hardware_findings(node: str, driver: str, slices: list[dict], report
     return [], ev
 
 
-def _newest_devices(driver: str, slices: list[dict]) -> list[tuple[str, dict]]:
-    """(pool, device) for the driver's devices of each pool's newest generation."""
-    newest = {n: p["generation"] for n, p in pools(driver, slices).items()}
-    out = []
-    for s in slices:
-        spec = s.get("spec") or {}
-        pool = spec.get("pool") or {}
-        name = pool.get("name") or ""
-        if spec.get("driver") == driver and int(pool.get("generation") or 0) == newest.get(name):
-            out += [(name, d) for d in spec.get("devices") or []]
-    return out
-
-
-def gpu_devices(driver: str, slices: list[dict]) -> list[str]:
-    """The driver's whole-GPU devices ("pool/device", newest generation): every device but those whose `type`
-    attribute says "mig" (NVIDIA's driver publishes type gpu / mig / vfio: NVIDIA/k8s-dra-driver-gpu
-    cmd/gpu-kubelet-plugin/deviceinfo.go at 03af8246; drivers without the attribute publish whole GPUs only)."""
-    return [f"{pool}/{d.get('name')}" for pool, d in _newest_devices(driver, slices) if _attr(d, "type") != "mig"]
-
-
-def physical_gpus(driver: str, slices: list[dict]) -> list[str]:
-    """The physical GPUs the driver's devices stand for: each whole GPU's `uuid` and each MIG device's
-    `parentUUID` (a GPU in MIG mode is published as its MIG devices only), by name where a device has neither."""
-    out = set()
-    for pool, d in _newest_devices(driver, slices):
-        mig = _attr(d, "type") == "mig"
-        out.add((_attr(d, "parentUUID") if mig else _attr(d, "uuid")) or f"{pool}/{d.get('name')}")
-    return sorted(out)
-
-
-# A value from the cluster (a slice's attribute) put into a CEL string literal: only what a GPU UUID is made of
-SAFE_LITERAL = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-
-
-def mig_parents(driver: str, slices: list[dict]) -> dict[str, str]:
-    """The GPUs published whole beside a MIG device of theirs (a MIG device's `parentUUID` is a whole-GPU device's
-    `uuid`): uuid -> the GPU's "pool/device". Empty when there is no such pair (no MIG devices, or GPUs in MIG mode
-    published as their MIG devices only). A uuid that is not a plain identifier is left out: it would go into a
-    CEL expression."""
-    devices = _newest_devices(driver, slices)
-    whole = {u: f"{p}/{d.get('name')}" for p, d in devices if _attr(d, "type") != "mig" and (u := _attr(d, "uuid"))}
-    return {u: whole[u] for p, d in devices if _attr(d, "type") == "mig"
-            and (u := _attr(d, "parentUUID")) in whole and SAFE_LITERAL.match(u)}
-
-
 def parent_selector(driver: str, uuids: list[str], mig: bool) -> str:
     """The CEL selector for one of the GPUs `uuids` itself (mig False) or a MIG device of one of them (mig True), in
     the driver's attribute domain; each uuid must match SAFE_LITERAL (checked again here: they come from the
@@ -180,10 +71,10 @@ def parent_selector(driver: str, uuids: list[str], mig: bool) -> str:
 
 def allocated_parent(driver: str, claim: dict | None, slices: list[dict]) -> str | None:
     """The `parentUUID` of the MIG device the claim was allocated (None: not allocated, or no such device)."""
-    devices = {f"{p}/{d.get('name')}": d for p, d in _newest_devices(driver, slices)}
+    devices = {f"{p}/{d.get('name')}": d for p, d in newest_devices(driver, slices)}
     for r in claim_results([claim] if claim else [], driver):
-        if (d := devices.get(f"{r.get('pool')}/{r.get('device')}")) is not None and _attr(d, "type") == "mig":
-            return _attr(d, "parentUUID")
+        if (d := devices.get(f"{r.get('pool')}/{r.get('device')}")) is not None and attr(d, "type") == "mig":
+            return attr(d, "parentUUID")
     return None
 
 
@@ -194,7 +85,7 @@ def mig_parent_findings(node: str, driver: str, parent: str, uuid: str, mig_clai
     left them. Partitionable devices (KEP-4815) make that so: the GPU and its MIG devices draw on one counter set
     (NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/partitions.go at 1b84773c). FAIL-DRA-MIG-AND-PARENT-ALLOCATED
     when both claims hold their device."""
-    parents = {f"{p}/{d.get('name')}": _attr(d, "parentUUID") for p, d in _newest_devices(driver, slices)}
+    parents = {f"{p}/{d.get('name')}": attr(d, "parentUUID") for p, d in newest_devices(driver, slices)}
     mig = [f"{r.get('pool')}/{r.get('device')}" for r in claim_results([mig_claim] if mig_claim else [], driver)]
     whole = [f"{r.get('pool')}/{r.get('device')}" for r in claim_results([parent_claim] if parent_claim else [],
                                                                          driver)]
@@ -213,15 +104,15 @@ def _name(obj: dict | None) -> str:
     return ((obj or {}).get("metadata") or {}).get("name") or "?"
 
 
-def count_findings(node: str, driver: str, slices: list[dict], exp: Expectation) -> tuple[list[Finding], dict]:
-    """The count check on a DRA node: no device of the driver's is tainted out of service (NoSchedule / NoExecute:
-    FAIL-F03-UNHEALTHY-DEVICES, naming each with its taints), and where the node's labels or the config count its
+def count_findings(node: str, driver: str, slices: list[dict], exp: Expectation,
+                   rules: list[dict] | None = None) -> tuple[list[Finding], dict]:
+    """The count check on a DRA node: no device of the driver's is tainted out of service (NoSchedule / NoExecute,
+    in its slice or by a DeviceTaintRule of `rules`: FAIL-F03-UNHEALTHY-DEVICES, naming each with its taints), and where the node's labels or the config count its
     GPUs (`exp.physical`, not under a MIG strategy, whose label counts MIG devices) the driver publishes that many
     whole GPUs (FAIL-F04-OVERADVERTISED / FAIL-F04-UNDERADVERTISED). Returns (findings, evidence)."""
     gpus = physical_gpus(driver, slices)
-    out_of_service = withheld(driver, slices)
-    info = {f"{n}/{d}": [_taint_text(t) for t in ts] for n, p in pools(driver, slices).items()
-            for d, ts in p["taints"].items() if f"{n}/{d}" not in out_of_service}
+    out_of_service = withheld(driver, slices, rules or ())
+    info = informational(driver, slices, rules or ())
     ev: dict = {"driver": driver, "GPUs published (whole or as MIG devices)": gpus, "tainted out of service": out_of_service,
                 "informational taints (device stays in service)": info,
                 "expected": exp.physical if exp.mig_strategy in ("none", "") else None, "expected from": exp.source}
@@ -288,40 +179,6 @@ def registration_metric_findings(node: str, driver: str, samples: list, started:
            "no socket of it is known to the plugin manager")
     return [Finding("FAIL-DRA-NOT-REGISTERED", f"{node}: the kubelet's {PLUGIN_MANAGER} has no registered plugin "
                     f"of {driver}: {why}")], ev
-
-
-def _attr(device: dict, name: str) -> str | None:
-    """A device attribute's value (resource/v1 DeviceAttribute: one of string/int/bool/version), qualified names
-    matched by their last part ("gpu.nvidia.com/uuid" and "uuid" alike)."""
-    for key, val in ((device or {}).get("attributes") or {}).items():
-        if key.rsplit("/", 1)[-1] == name and isinstance(val, dict):
-            for v in (val.get("string"), val.get("version"), val.get("int"), val.get("bool")):
-                if v is not None:
-                    return str(v)
-    return None
-
-
-def slice_uuids(driver: str, slices: list[dict]) -> dict[tuple[str, str], str | None]:
-    """(pool, device) -> the device's `uuid` attribute (NVIDIA's drivers publish it: NVIDIA/k8s-dra-driver
-    cmd/nvidia-dra-plugin/deviceinfo.go; None when a device has none), for `driver`'s devices in `slices`."""
-    out: dict[tuple[str, str], str | None] = {}
-    for s in slices:
-        spec = s.get("spec") or {}
-        if spec.get("driver") == driver:
-            pool = (spec.get("pool") or {}).get("name") or ""
-            for d in spec.get("devices") or []:
-                out[(pool, d.get("name") or "")] = _attr(d, "uuid")
-    return out
-
-
-def claim_results(claims: list[dict], driver: str) -> list[dict]:
-    """The allocation results of `driver` in the claims (status.allocation.devices.results: request, driver, pool,
-    device), each with the claim's name."""
-    out = []
-    for c in claims:
-        results = ((((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
-        out += [dict(r, claim=(c.get("metadata") or {}).get("name")) for r in results if r.get("driver") == driver]
-    return out
 
 
 def claim_device_findings(node: str, pod: str, driver: str, claims: list[dict], slices: list[dict],

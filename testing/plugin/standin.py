@@ -23,10 +23,14 @@ class NoWatch:
     """kube.Watch without a server: started, never reporting."""
 
     def __init__(self, *a: Any, **k: Any):
-        pass
+        self.initial: list[dict] = []
 
-    def start(self, *a: Any, **k: Any) -> "NoWatch":
+    def start(self, initial: list[dict] | None = None, *a: Any, **k: Any) -> "NoWatch":
+        self.initial = initial or []
         return self
+
+    def items(self) -> list[dict]:
+        return self.initial
 
     def stop(self) -> None:
         pass

@@ -39,7 +39,9 @@ CORE = SimpleNamespace(list_node=pages(NODES), list_pod_for_all_namespaces=pages
 kube.Watch = NoWatch
 run.Run.start = run_start(CORE, "left-out-run")
 inventory.k8s.ResourceV1Api = lambda api: SimpleNamespace(list_resource_slice=pages(SLICES),
-                                                         list_device_class=pages([]))
+                                                         list_device_class=pages([]),
+                                                         list_device_taint_rule=pages([]),
+                                                         list_resource_claim_for_all_namespaces=pages([]))
 '''
 
 

@@ -175,14 +175,19 @@ def inventory(monkeypatch, slices_fn, classes_fn=None):
 
     class NoWatch:
         def __init__(self, *a, **k):
-            pass
+            self.initial: list[dict] = []
 
-        def start(self, *a, **k):
+        def start(self, initial=None, *a, **k):
+            self.initial = initial or []
             return self
+
+        def items(self):
+            return self.initial
 
     monkeypatch.setattr(kube, "Watch", NoWatch)
     monkeypatch.setattr(inv_mod.k8s, "ResourceV1Api", lambda api: SimpleNamespace(
-        list_resource_slice=slices_fn, list_device_class=classes_fn or pages([], 100)))
+        list_resource_slice=slices_fn, list_device_class=classes_fn or pages([], 100),
+        list_device_taint_rule=pages([], 100), list_resource_claim_for_all_namespaces=pages([], 100)))
     monkeypatch.setattr(inv_mod, "log", lambda *a: None)
     all_nodes = NO_PLUGIN["nodes"] + OPERATOR["nodes"]
     core = SimpleNamespace(list_node=pages(all_nodes, 3), list_pod_for_all_namespaces=pages(OPERATOR["pods"], 100))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from test_verdicts_kubelet_record import pci
 
-from gpuconform import metrics, verdicts
+from gpuconform import dradevices, metrics, verdicts
 from gpuconform.counts import Expectation
 
 DRIVER = "gpu.nvidia.com"
@@ -247,7 +247,7 @@ def test_an_informational_taint_keeps_the_device_in_service_and_is_shown():
     found, ev = verdicts.dra.count_findings("n", DRIVER, [tainted_slice(dict(XID, effect="None"))], exp(2))
     assert found == [] and ev["informational taints (device stays in service)"] == {
         "gpu-node-dra/gpu-1": ["gpu.nvidia.com/xid=79:None"]}
-    assert verdicts.dra.usable_count(DRIVER, [tainted_slice(dict(XID, effect="None"))]) == 2
+    assert dradevices.usable_count(DRIVER, [tainted_slice(dict(XID, effect="None"))]) == 2
 
 
 def test_published_gpus_must_match_the_labels_count_but_not_under_a_mig_strategy():
@@ -264,15 +264,15 @@ def test_published_gpus_must_match_the_labels_count_but_not_under_a_mig_strategy
 def test_mig_devices_are_not_counted_as_gpus():
     s = slice_(devices=3)
     s["spec"]["devices"][2]["attributes"] = {"type": {"string": "mig"}}
-    assert verdicts.dra.gpu_devices(DRIVER, [s]) == ["gpu-node-dra/gpu-0", "gpu-node-dra/gpu-1"]
-    assert verdicts.dra.usable_count(DRIVER, [s]) == 2
+    assert dradevices.gpu_devices(DRIVER, [s]) == ["gpu-node-dra/gpu-0", "gpu-node-dra/gpu-1"]
+    assert dradevices.usable_count(DRIVER, [s]) == 2
     # beside its parent GPU (dynamic MIG) a MIG device is no extra GPU ...
     parented = mig_slice(mig_of=("GPU-a",))
-    assert verdicts.dra.physical_gpus(DRIVER, [parented]) == ["GPU-a", "GPU-b"]
+    assert dradevices.physical_gpus(DRIVER, [parented]) == ["GPU-a", "GPU-b"]
     assert verdicts.dra.devices_hardware_findings("n", DRIVER, [parented], {"pci": pci(2)})[0] == []
     # ... and a GPU in MIG mode, published as its MIG devices only (static MIG), is still one GPU
     static = mig_slice(whole=("GPU-a",), mig_of=("GPU-b", "GPU-b"))
-    assert verdicts.dra.physical_gpus(DRIVER, [static]) == ["GPU-a", "GPU-b"]
+    assert dradevices.physical_gpus(DRIVER, [static]) == ["GPU-a", "GPU-b"]
     assert verdicts.dra.devices_hardware_findings("n", DRIVER, [static], {"pci": pci(2)})[0] == []
     assert verdicts.dra.count_findings("n", DRIVER, [static], exp(2))[0] == []
 
@@ -291,14 +291,14 @@ def mig_slice(whole=("GPU-a", "GPU-b"), mig_of=()):
 
 
 def test_gpus_published_beside_their_mig_devices_are_found_and_asked_for_by_checked_uuids():
-    assert verdicts.dra.mig_parents(DRIVER, [mig_slice(mig_of=("GPU-b",))]) == {"GPU-b": "gpu-node-dra/gpu-1"}
-    assert verdicts.dra.mig_parents(DRIVER, [mig_slice(mig_of=("GPU-a", "GPU-b"))]) == {
+    assert dradevices.mig_parents(DRIVER, [mig_slice(mig_of=("GPU-b",))]) == {"GPU-b": "gpu-node-dra/gpu-1"}
+    assert dradevices.mig_parents(DRIVER, [mig_slice(mig_of=("GPU-a", "GPU-b"))]) == {
         "GPU-a": "gpu-node-dra/gpu-0", "GPU-b": "gpu-node-dra/gpu-1"}
-    assert verdicts.dra.mig_parents(DRIVER, [mig_slice()]) == {}  # no MIG device
-    assert verdicts.dra.mig_parents(DRIVER, [mig_slice(whole=("GPU-a",), mig_of=("GPU-b",))]) == {}  # static MIG
+    assert dradevices.mig_parents(DRIVER, [mig_slice()]) == {}  # no MIG device
+    assert dradevices.mig_parents(DRIVER, [mig_slice(whole=("GPU-a",), mig_of=("GPU-b",))]) == {}  # static MIG
     # a uuid that is not a plain identifier never reaches a CEL expression
     hostile = 'GPU-a" || true || "'
-    assert verdicts.dra.mig_parents(DRIVER, [mig_slice(whole=(hostile,), mig_of=(hostile,))]) == {}
+    assert dradevices.mig_parents(DRIVER, [mig_slice(whole=(hostile,), mig_of=(hostile,))]) == {}
     assert verdicts.dra.parent_selector(DRIVER, ["GPU-b"], mig=False) == \
         'device.attributes["gpu.nvidia.com"].uuid == "GPU-b"'
     assert verdicts.dra.parent_selector(DRIVER, ["GPU-a", "GPU-b"], mig=True) == \
@@ -326,26 +326,26 @@ def test_a_mig_device_allocated_beside_its_allocated_parent_fails():
 
 
 def test_usable_devices_leave_out_incomplete_pools_and_tainted_devices():
-    assert verdicts.dra.usable_count(DRIVER, [slice_()]) == 2
-    assert verdicts.dra.usable_count(DRIVER, [tainted_slice(XID)]) == 1
-    assert verdicts.dra.usable_count(DRIVER, [slice_(count=2)]) == 0  # the scheduler allocates from no such pool
+    assert dradevices.usable_count(DRIVER, [slice_()]) == 2
+    assert dradevices.usable_count(DRIVER, [tainted_slice(XID)]) == 1
+    assert dradevices.usable_count(DRIVER, [slice_(count=2)]) == 0  # the scheduler allocates from no such pool
 
 
 def test_a_node_whose_gpus_are_in_mig_mode_offers_its_mig_devices():
     """Static MIG: no whole GPU is published, so the node's checks claim MIG devices (the MIG class)."""
     static = mig_slice(whole=(), mig_of=("GPU-a", "GPU-a", "GPU-b"))
-    assert verdicts.dra.usable_count(DRIVER, [static]) == 0
-    assert verdicts.dra.usable_count(DRIVER, [static], mig=True) == 3
-    assert verdicts.dra.mig_devices(DRIVER, [static]) == [
+    assert dradevices.usable_count(DRIVER, [static]) == 0
+    assert dradevices.usable_count(DRIVER, [static], mig=True) == 3
+    assert dradevices.mig_devices(DRIVER, [static]) == [
         "gpu-node-dra/gpu-x-mig-19-0-1", "gpu-node-dra/gpu-x-mig-19-1-1", "gpu-node-dra/gpu-x-mig-19-2-1"]
     static["spec"]["devices"][0]["taints"] = [XID]  # one MIG device tainted out of service
-    assert verdicts.dra.usable_count(DRIVER, [static], mig=True) == 2
+    assert dradevices.usable_count(DRIVER, [static], mig=True) == 2
     static["spec"]["pool"]["resourceSliceCount"] = 2
-    assert verdicts.dra.usable_count(DRIVER, [static], mig=True) == 0
+    assert dradevices.usable_count(DRIVER, [static], mig=True) == 0
 
 
 def test_a_claim_allocated_a_tainted_device_fails_and_others_pass():
-    out_of_service = verdicts.dra.withheld(DRIVER, [tainted_slice(XID)])
+    out_of_service = dradevices.withheld(DRIVER, [tainted_slice(XID)])
     ok, ev = verdicts.dra.tainted_allocation_findings("n", DRIVER, {"burst0": [claim("gpu-0")]}, out_of_service)
     assert ok == [] and ev["allocated"] == {"burst0": ["gpu-node-dra/gpu-0"]}
     bad, _ = verdicts.dra.tainted_allocation_findings(

@@ -16,7 +16,8 @@ def test_advertised_gpus_match_the_hardware(check):
     node = check.node_object()
     exp = check.expectation(node)
     if check.dra:
-        found, ev = verdicts.dra.count_findings(check.node, check.gpu.dra_driver, check.resource_slices(), exp)
+        found, ev = verdicts.dra.count_findings(check.node, check.gpu.dra_driver, check.resource_slices(), exp,
+                                                check.taint_rules())
         check.note("published devices", ev)
         for k, v in (("expected", ev["expected"]), ("published", len(ev["GPUs published (whole or as MIG devices)"])),
                      ("tainted_out_of_service", len(ev["tainted out of service"]))):

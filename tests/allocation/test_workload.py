@@ -3,7 +3,7 @@ allocate every free GPU once and no more."""
 
 import pytest
 
-from gpuconform import nodemode, pods, probes, runtimemode, timing, verdicts
+from gpuconform import dradevices, nodemode, pods, probes, runtimemode, timing, verdicts
 from gpuconform.reasons import EnvironmentProblem
 
 
@@ -153,7 +153,7 @@ def test_burst_allocates_every_free_gpu_once_and_one_more_waits(check):
     tainted so."""
     check.needs_nvidia_tooling("telling devices apart by nvidia-smi UUID")
     free = check.needs_free_gpus(1)
-    tainted = verdicts.dra.withheld(check.gpu.dra_driver, check.resource_slices()) if check.dra else {}
+    tainted = dradevices.withheld(check.gpu.dra_driver, check.resource_slices(), check.taint_rules()) if check.dra else {}
     exp = check.workload_expectation()
     n = verdicts.burst_size(free, check.cfg.get("limits.maxGpusPerNode"))
     names = [check.start(check.probe_pod(f"burst{i}", "burst", 1, hold_s=timing.POD_HOLD_S)) for i in range(n)]
@@ -222,7 +222,7 @@ def test_a_mig_device_and_its_parent_gpu_are_never_both_allocated(check):
     check.needs(check.granted("resourceclaims/create"), "create resourceclaims is not granted: the MIG and parent "
                                                         "claims are not made (manifests/rbac.yaml)")
     driver, slices = check.gpu.dra_driver, check.resource_slices()
-    parents, mig_class = verdicts.dra.mig_parents(driver, slices), nodemode.MIG_DEVICE_CLASSES.get(driver, "")
+    parents, mig_class = dradevices.mig_parents(driver, slices), nodemode.MIG_DEVICE_CLASSES.get(driver, "")
     if not parents or not mig_class:
         check.hand_over([verdicts.Finding("NOTCHECKED-DRA-NO-MIG", f"{check.node}: {driver} publishes no MIG device "
                                           "beside its parent GPU")])

@@ -1,0 +1,265 @@
+"""What a DRA node's devices are and which of them a claim can be given now, from upstream's own objects (pure):
+the driver's ResourceSlices, the cluster's ResourceClaims (their allocations, as the scheduler wrote them) and
+DeviceTaintRules. The verdicts (gpuconform/verdicts/dra.py) and the node inventory read devices through here.
+
+Facts (Kubernetes v1.37.2, k8s.io/api resource/v1 types.go; shared/reference/dra-facts-2026-12.md):
+- a driver publishes each pool of a node as ResourceSlices with spec.pool {name, generation, resourceSliceCount};
+  a pool is complete when resourceSliceCount slices of its highest generation exist (the scheduler uses only
+  those). From 1.35 NVIDIA's driver lays a pool out as one slice holding only sharedCounters, then one slice per GPU
+  (kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/driver.go); on 1.34 each slice holds both;
+- a device that consumes counters (consumesCounters: KEP-4815 partitionable devices: a GPU and the MIG devices
+  carved from it draw on one counter set) is allocatable only while its counter set has enough left;
+- the scheduler counts a device as allocated when a claim's status.allocation.devices.results names it, except
+  results with adminAccess (pkg/scheduler/framework/plugins/dynamicresources/allocateddevices.go:55-58 "Is not
+  considered as allocated"): the GPU operator's validator and dcgm-exporter hold such claims on every GPU node;
+- a device tainted NoSchedule or NoExecute, in its slice or by a DeviceTaintRule (cluster-scoped, resource.k8s.io/v1
+  in 1.37: "the same effect as if the taint was specified directly in the ResourceSlice", types.go:1026-1030), is
+  not allocated to a claim that does not tolerate it (dynamicresources.go:840); effect None only informs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Iterable
+
+from .counts import qty
+
+WITHHOLDING = ("NoSchedule", "NoExecute")
+# `type` attribute values of devices that are not a whole GPU of their own: MIG devices (a part of one), and the
+# VFIO twin NVIDIA's PassthroughSupport publishes of each GPU (`gpu-vfio-<n>`, uuid the SHA-1 of its PCI address,
+# dropped at prepare when its sibling is taken: dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/nvlib.go, allocatable.go
+# RemoveSiblingDevices)
+MIG, VFIO = "mig", "vfio"
+NOT_WHOLE = (MIG, VFIO)
+
+
+def attr(device: dict, name: str) -> str | None:
+    """A device attribute's value (resource/v1 DeviceAttribute: one of string/int/bool/version), qualified names
+    matched by their last part ("gpu.nvidia.com/uuid" and "uuid" alike)."""
+    for key, val in ((device or {}).get("attributes") or {}).items():
+        if key.rsplit("/", 1)[-1] == name and isinstance(val, dict):
+            for v in (val.get("string"), val.get("version"), val.get("int"), val.get("bool")):
+                if v is not None:
+                    return str(v)
+    return None
+
+
+def taint_text(t: dict) -> str:
+    kv = f"{t.get('key')}={t['value']}" if t.get("value") else f"{t.get('key')}"
+    return f"{kv}:{t.get('effect')}"
+
+
+def pools(driver: str, slices: list[dict]) -> dict[str, dict]:
+    """The driver's pools among `slices`: name -> {generation, want (resourceSliceCount), have (slices of that
+    generation), devices (their device names), taints (device name -> its taints, for the devices that have
+    any), counters (counter set name -> counter -> value, from the pool's sharedCounters)}."""
+    out: dict[str, dict] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        if spec.get("driver") != driver:
+            continue
+        pool = spec.get("pool") or {}
+        gen = int(pool.get("generation") or 0)
+        p = out.setdefault(pool.get("name") or "", {"generation": gen, "want": 0, "have": 0, "devices": [],
+                                                    "taints": {}, "counters": {}})
+        if gen > p["generation"]:
+            p.update(generation=gen, have=0, devices=[], taints={}, counters={})
+        if gen == p["generation"]:
+            p["want"] = int(pool.get("resourceSliceCount") or 0)
+            p["have"] += 1
+            for d in spec.get("devices") or []:
+                p["devices"].append(d.get("name"))
+                if d.get("taints"):
+                    p["taints"][d.get("name")] = d["taints"]
+            for cs in spec.get("sharedCounters") or []:
+                p["counters"][cs.get("name")] = {k: qty((v or {}).get("value")) for k, v in
+                                                 (cs.get("counters") or {}).items()}
+    return out
+
+
+def newest_devices(driver: str, slices: list[dict]) -> list[tuple[str, dict]]:
+    """(pool, device) for the driver's devices of each pool's newest generation."""
+    newest = {n: p["generation"] for n, p in pools(driver, slices).items()}
+    out = []
+    for s in slices:
+        spec = s.get("spec") or {}
+        pool = spec.get("pool") or {}
+        name = pool.get("name") or ""
+        if spec.get("driver") == driver and int(pool.get("generation") or 0) == newest.get(name):
+            out += [(name, d) for d in spec.get("devices") or []]
+    return out
+
+
+def _matches(selector: dict, driver: str, pool: str, device: str) -> bool:
+    """A DeviceTaintRule's spec.deviceSelector (driver, pool, device; each optional, all given must match)."""
+    sel = selector or {}
+    return all(sel.get(k) in (None, "", v) for k, v in (("driver", driver), ("pool", pool), ("device", device)))
+
+
+def rule_taints(driver: str, slices: list[dict], rules: Iterable[dict]) -> dict[str, list[tuple[str, dict]]]:
+    """"pool/device" -> [(rule name, taint)] for the driver's devices (newest generation) that DeviceTaintRules
+    select."""
+    out: dict[str, list[tuple[str, dict]]] = defaultdict(list)
+    rules = list(rules or [])
+    if not rules:
+        return {}
+    for pool, d in newest_devices(driver, slices):
+        for r in rules:
+            spec = r.get("spec") or {}
+            if spec.get("taint") and _matches(spec.get("deviceSelector") or {}, driver, pool, d.get("name") or ""):
+                out[f"{pool}/{d.get('name')}"].append(((r.get("metadata") or {}).get("name") or "?", spec["taint"]))
+    return dict(out)
+
+
+def withheld(driver: str, slices: list[dict], rules: Iterable[dict] = ()) -> dict[str, list[str]]:
+    """"pool/device" -> its withholding taints ("key=value:Effect", a DeviceTaintRule's "(DeviceTaintRule <name>)"
+    after it), for the driver's devices (newest generation) that a claim without tolerations cannot be allocated."""
+    out: dict[str, list[str]] = {}
+    for name, p in pools(driver, slices).items():
+        for dev, taints in p["taints"].items():
+            bad = [taint_text(t) for t in taints if t.get("effect") in WITHHOLDING]
+            if bad:
+                out[f"{name}/{dev}"] = bad
+    for dev, taints in rule_taints(driver, slices, rules).items():
+        bad = [f"{taint_text(t)} (DeviceTaintRule {rule})" for rule, t in taints if t.get("effect") in WITHHOLDING]
+        if bad:
+            out[dev] = out.get(dev, []) + bad
+    return out
+
+
+def informational(driver: str, slices: list[dict], rules: Iterable[dict] = ()) -> dict[str, list[str]]:
+    """"pool/device" -> its taints that leave it in service (effect None), for devices not withheld."""
+    out_of_service = withheld(driver, slices, rules)
+    out: dict[str, list[str]] = {}
+    for n, p in pools(driver, slices).items():
+        for d, ts in p["taints"].items():
+            if f"{n}/{d}" not in out_of_service:
+                out[f"{n}/{d}"] = [taint_text(t) for t in ts]
+    for dev, taints in rule_taints(driver, slices, rules).items():
+        if dev not in out_of_service:
+            out[dev] = out.get(dev, []) + [f"{taint_text(t)} (DeviceTaintRule {r})" for r, t in taints]
+    return out
+
+
+def gpu_devices(driver: str, slices: list[dict]) -> list[str]:
+    """The driver's whole-GPU devices ("pool/device", newest generation): every device but those whose `type`
+    attribute says it is part of a GPU or a twin of one (NOT_WHOLE; NVIDIA's driver publishes type gpu / mig / vfio:
+    dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/deviceinfo.go; drivers without the attribute publish whole GPUs)."""
+    return [f"{pool}/{d.get('name')}" for pool, d in newest_devices(driver, slices)
+            if attr(d, "type") not in NOT_WHOLE]
+
+
+def mig_devices(driver: str, slices: list[dict]) -> list[str]:
+    """The driver's MIG devices ("pool/device", newest generation): those whose `type` attribute says "mig"."""
+    return [f"{pool}/{d.get('name')}" for pool, d in newest_devices(driver, slices) if attr(d, "type") == MIG]
+
+
+def physical_gpus(driver: str, slices: list[dict]) -> list[str]:
+    """The physical GPUs the driver's devices stand for: each whole GPU's `uuid` and each MIG device's
+    `parentUUID` (a GPU in MIG mode is published as its MIG devices only; DynamicMIG's abstract MIG devices carry
+    no uuid but their parent's), by name where a device has neither. VFIO twins are the same GPUs again."""
+    out = set()
+    for pool, d in newest_devices(driver, slices):
+        kind = attr(d, "type")
+        if kind == VFIO:
+            continue
+        out.add((attr(d, "parentUUID") if kind == MIG else attr(d, "uuid")) or f"{pool}/{d.get('name')}")
+    return sorted(out)
+
+
+def slice_uuids(driver: str, slices: list[dict]) -> dict[tuple[str, str], str | None]:
+    """(pool, device) -> the device's `uuid` attribute (None when it has none), for `driver`'s devices."""
+    out: dict[tuple[str, str], str | None] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        if spec.get("driver") == driver:
+            pool = (spec.get("pool") or {}).get("name") or ""
+            for d in spec.get("devices") or []:
+                out[(pool, d.get("name") or "")] = attr(d, "uuid")
+    return out
+
+
+def claim_results(claims: list[dict], driver: str) -> list[dict]:
+    """The allocation results of `driver` in the claims (status.allocation.devices.results: request, driver, pool,
+    device, adminAccess), each with the claim's name."""
+    out = []
+    for c in claims:
+        results = ((((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
+        out += [dict(r, claim=(c.get("metadata") or {}).get("name")) for r in results if r.get("driver") == driver]
+    return out
+
+
+def allocated(driver: str, claims: Iterable[dict], skip: Iterable[tuple[str, str]] = ()) -> dict[str, list[str]]:
+    """"pool/device" -> the claims ("namespace/name") whose allocation holds it, as the scheduler counts: results
+    of `driver` without adminAccess. `skip`: claims (namespace, name) left out (the suite's own run-long pods'
+    claims, counted as free by a check that may use their device)."""
+    skipped = set(skip)
+    out: dict[str, list[str]] = defaultdict(list)
+    for c in claims:
+        md = c.get("metadata") or {}
+        if (md.get("namespace"), md.get("name")) in skipped:
+            continue
+        for r in claim_results([c], driver):
+            if not r.get("adminAccess"):
+                out[f"{r.get('pool')}/{r.get('device')}"].append(f"{md.get('namespace')}/{md.get('name')}")
+    return dict(out)
+
+
+def _consumes(device: dict) -> list[tuple[str, str, int | None]]:
+    return [(c.get("counterSet") or "", k, qty((v or {}).get("value")))
+            for c in device.get("consumesCounters") or [] for k, v in (c.get("counters") or {}).items()]
+
+
+def free_devices(driver: str, slices: list[dict], claims: Iterable[dict], rules: Iterable[dict] = (),
+                 mig: bool = False, skip: Iterable[tuple[str, str]] = ()) -> list[str]:
+    """The driver's devices ("pool/device") of one kind (whole GPUs; `mig`: MIG devices) that claims for one device
+    each could be allocated now, all at once, as the scheduler's allocator would: devices of complete pools, not
+    withheld by a taint, not allocated to a claim (admin access aside), and taken one after another (by pool and
+    name) while their counter sets have enough left, after what the allocated devices consume. With abstract MIG
+    devices (DynamicMIG) this is a first-fit packing, the number the scheduler reaches for equal requests."""
+    every = pools(driver, slices)
+    complete = {n for n, p in every.items() if p["have"] == p["want"]}
+    out_of_service = withheld(driver, slices, rules)
+    held = allocated(driver, claims, skip)
+    devices = {f"{pool}/{d.get('name')}": (pool, d) for pool, d in newest_devices(driver, slices) if pool in complete}
+    left: dict[tuple[str, str, str], int | None] = {
+        (n, cs, k): v for n in complete for cs, counters in every[n]["counters"].items() for k, v in counters.items()}
+
+    def take(pool: str, d: dict) -> bool:
+        need = [((pool, cs, k), v) for cs, k, v in _consumes(d)]
+        if any(v is not None and (have := left.get(key)) is not None and have < v for key, v in need):
+            return False
+        for key, v in need:
+            if v is not None and left.get(key) is not None:
+                left[key] -= v
+        return True
+
+    for name in sorted(held):
+        if name in devices:
+            take(*devices[name])
+    wanted = set(mig_devices(driver, slices) if mig else gpu_devices(driver, slices))
+    return [name for name, (pool, d) in sorted(devices.items())
+            if name in wanted and name not in out_of_service and name not in held and take(pool, d)]
+
+
+def usable_count(driver: str, slices: list[dict], mig: bool = False, rules: Iterable[dict] = ()) -> int:
+    """How many of the driver's whole GPUs (`mig`: MIG devices) claims could be allocated at once with nothing
+    allocated: what the node offers of that kind (free_devices with no claims)."""
+    return len(free_devices(driver, slices, (), rules, mig))
+
+
+# A value from the cluster (a slice's attribute) put into a CEL string literal: only what a GPU UUID is made of
+SAFE_LITERAL = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+def mig_parents(driver: str, slices: list[dict]) -> dict[str, str]:
+    """The GPUs published whole beside a MIG device of theirs (a MIG device's `parentUUID` is a whole-GPU device's
+    `uuid`): uuid -> the GPU's "pool/device". Empty when there is no such pair (no MIG devices, or GPUs in MIG mode
+    published as their MIG devices only). A uuid that is not a plain identifier is left out: it would go into a
+    CEL expression."""
+    devices = newest_devices(driver, slices)
+    whole = {u: f"{p}/{d.get('name')}" for p, d in devices if attr(d, "type") not in NOT_WHOLE and (u := attr(d, "uuid"))}
+    return {u: whole[u] for p, d in devices if attr(d, "type") == MIG
+            and (u := attr(d, "parentUUID")) in whole and SAFE_LITERAL.match(u)}
+
