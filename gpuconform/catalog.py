@@ -26,12 +26,16 @@ class Check:
     not_on_dra: str = ""
 
 
-# The requirement ids of the CNCF Kubernetes AI Conformance checklist (cncf/k8s-ai-conformance
-# docs/AIConformance-1.35.md, "Accelerators" and "Security"; docs/AIConformance-1.37.yaml keeps the last three):
-# an auditor files a check's result as evidence for these. `dra_support`: the checks made on DRA nodes too.
+# The requirement ids of the CNCF Kubernetes AI Conformance checklist ("Accelerators" and "Security"): an auditor
+# files a check's result as evidence for these. `dra_support` is in the 1.33 (SHOULD), 1.34 and 1.35 (MUST)
+# checklists only (kubernetes-sigs/ai-conformance conformance-versions/KubernetesAIConformance-1.3{3,4,5}.yaml); from
+# 1.36 upstream Kubernetes conformance covers it (KAR-0051) and cncf/k8s-ai-conformance docs/AIConformance-1.37.yaml
+# keeps driver_runtime_management, gpu_sharing and secure_accelerator_access: a result on a DRA node is evidence for
+# it on clusters of those minors only (ai_conformance).
 DRIVER_RUNTIME, SHARING, SECURE_ACCESS, DRA = ("driver_runtime_management", "gpu_sharing",
                                                "secure_accelerator_access", "dra_support")
 AI_CONFORMANCE = (DRIVER_RUNTIME, SHARING, SECURE_ACCESS, DRA)
+DRA_SUPPORT_MINORS = range(33, 36)  # the Kubernetes 1.x minors whose checklist has dra_support
 
 
 # Why the topology checks are not made on DRA nodes
@@ -102,7 +106,20 @@ EXCLUSIVE = tuple(c.exclusive for c in CHECKS if c.exclusive)
 DRA_ONLY = frozenset(c.name for c in CHECKS if c.dra_only)
 
 
-def ai_conformance(check: str) -> list[str]:
-    """The AI Conformance requirement ids a check (its test function's name) gives evidence for."""
+def ai_conformance(check: str, dra_node: bool = False, minor: int | None = None) -> list[str]:
+    """The AI Conformance requirement ids a check's result (its test function's name) gives evidence for: on a
+    DRA node (`dra_node`) of a cluster whose Kubernetes minor (`minor`) has dra_support in its checklist, that too."""
     c = BY_NAME.get(check)
-    return list(c.ai_conformance) if c else []
+    if c is None:
+        return []
+    dra = dra_node and minor in DRA_SUPPORT_MINORS
+    return [r for r in c.ai_conformance if r != DRA or dra]
+
+
+def minor_of(version: str) -> int | None:
+    """The minor of a Kubernetes version string ("v1.37.2", "v1.35.0-gke.1"); None when it is not one."""
+    parts = version.lstrip("v").split(".")
+    try:
+        return int(parts[1]) if len(parts) > 1 and parts[0] == "1" else None
+    except ValueError:
+        return None

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from .nodemode import SANDBOX_PLUGIN
 from .nodes import matches
-from .vendors import COMPANION_MARKERS, LAYOUTS, Layout
+from .vendors import COMPANION_MARKERS, CSI_REGISTRAR_MARKERS, DRA_PLUGIN_PROGRAMS, LAYOUTS, Layout
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,24 @@ def is_sandbox_plugin(pod: dict) -> bool:
         pod.get("metadata", {}).get("name", "").startswith(SANDBOX_PLUGIN + "-")
 
 
+def _words(pod: dict) -> list[str]:
+    """What the pod's containers run: names, images, commands and arguments."""
+    spec = pod.get("spec", {})
+    return [str(w) for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+            for w in [c.get("name", ""), c.get("image", ""), *(c.get("command") or []), *(c.get("args") or [])]]
+
+
+def kubelet_plugin_kind(pod: dict, vendor: str) -> str:
+    """Among the pods registering through plugins_registry: "gpu" when it runs the vendor's GPU DRA kubelet plugin
+    (vendors.DRA_PLUGIN_PROGRAMS), "csi" for a CSI node plugin (its node-driver-registrar), else ""."""
+    words = _words(pod)
+    if any(p in w for w in words for p in DRA_PLUGIN_PROGRAMS.get(vendor, ())):
+        return "gpu"
+    if any(m in w for w in words for m in CSI_REGISTRAR_MARKERS):
+        return "csi"
+    return ""
+
+
 def layout_of(pod: dict, vendor: str) -> Layout | None:
     labels = pod.get("metadata", {}).get("labels") or {}
     containers = {c.get("name") for c in pod.get("spec", {}).get("containers") or []}
@@ -138,6 +156,17 @@ def find_plugin_pods(pods_on_node: list[dict], vendor: str, namespace: str = "",
             layouts.add("generic")
         how.append(f"mounts {device_plugin_mounts(p, suffix)[0]}")
         why.append(f"{_name(p)} (DaemonSet {owner.get('name', '-')}): " + ", ".join(how))
+    if dra:  # other kubelet plugins register through plugins_registry too: keep the GPU driver's pods
+        kinds = {_name(p): kubelet_plugin_kind(p, vendor) for p in plugins}
+        gpu = any(k == "gpu" for k in kinds.values())
+        for p in list(plugins):
+            kind = kinds[_name(p)]
+            if kind == "csi" or (gpu and kind != "gpu"):
+                plugins.remove(p)
+                why = [w for w in why if not w.startswith(f"{_name(p)} ")]
+                what = "a CSI node plugin (node-driver-registrar)" if kind == "csi" else \
+                    f"another kubelet plugin: it does not run {' or '.join(DRA_PLUGIN_PROGRAMS.get(vendor, ()))}"
+                look_alikes.append(f"{_name(p)} ({what})")
     layout = ", ".join(sorted(layouts)) if layouts else "none"
     where = f" in namespace {namespace}" if namespace else ""
     among = f" among the pods matching plugin.selector {selector!r}" if selector else ""

@@ -81,6 +81,16 @@ COMPANION_MARKERS: tuple[str, ...] = ("gpu-feature-discovery", "feature-discover
 
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 
+# Every kubelet plugin registers through the kubelet's plugins_registry directory: a GPU DRA driver's, and also every
+# CSI node plugin's (kubernetes-csi node-driver-registrar) and other DRA drivers' (NICs, NVIDIA's compute domains).
+# A GPU DRA driver's pod is told apart by the program it runs: kubernetes-sigs/dra-driver-nvidia-gpu
+# deployments/helm/dra-driver-nvidia-gpu/templates/kubeletplugin.yaml (container `gpus` runs gpu-kubelet-plugin;
+# the GPU operator's state-dra-driver runs the same image); ROCm/k8s-gpu-dra-driver cmd/gpu-kubeletplugin;
+# intel/intel-resource-drivers-for-kubernetes cmd/kubelet-gpu-plugin. A CSI node plugin by its registrar.
+DRA_PLUGIN_PROGRAMS: dict[str, tuple[str, ...]] = {NVIDIA: ("gpu-kubelet-plugin",), AMD: ("gpu-kubeletplugin",),
+                                                   INTEL: ("kubelet-gpu-plugin",)}
+CSI_REGISTRAR_MARKERS: tuple[str, ...] = ("node-driver-registrar", "--kubelet-registration-path")
+
 # Labels that mark a GPU node before (or without) any plugin registering. NVIDIA: `nvidia.com/gpu.present` is
 # set by the GPU operator only, from NFD's PCI labels (NVIDIA/gpu-operator controllers/state_manager.go);
 # standalone installs have NFD's label for vendor 0x10de, by vendor or by class+vendor (the chart's nodeAffinity

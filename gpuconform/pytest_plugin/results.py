@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpuconform import catalog, reasons
+from gpuconform import reasons
 from gpuconform.reasons import Verdict, code_of
 
 
@@ -33,7 +33,8 @@ class Results:
             check = report.nodeid.split("::")[-1].split("[")[0]
             self.rows.append({"test": report.nodeid, "check": check, "node": props.get("node"), "outcome": outcome,
                               "reason": props.get("reason"), "message": msg, "duration_s": round(report.duration, 3),
-                              "ai_conformance": catalog.ai_conformance(check)})
+                              "ai_conformance": [r for r in str(props.get("ai_conformance") or "").split(", ")
+                                                 if r]})
         if report.when == "call" and getattr(report, "measurements", None):
             self.measured.append(report.measurements)
 
@@ -42,9 +43,11 @@ class Results:
         return [m["latency"] for m in self.measured if m.get("latency")]
 
 
-def properties(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> list[tuple[str, Any]]:
-    """The outcome, reason code, message and MUST statement of one phase's report; rewrites a verdict's report
-    to its rendered text (the traceback adds nothing for auditors)."""
+def properties(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport,
+               requirements: list[str] = ()) -> list[tuple[str, Any]]:
+    """The outcome, reason code, message, MUST statement and AI Conformance `requirements` (catalog.ai_conformance
+    for the check on its node) of one phase's report; rewrites a verdict's report to its rendered text (the
+    traceback adds nothing for auditors)."""
     exc = call.excinfo.value if call.excinfo else None
     code = None
     props: list[tuple[str, Any]] = []
@@ -64,7 +67,6 @@ def properties(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestRepo
     doc = getattr(getattr(item, "function", None), "__doc__", None) or ""
     if report.when == "call" and "MUST:" in doc:
         props.append(("must", " ".join(doc.split("MUST:", 1)[1].split())))
-    requirements = catalog.ai_conformance(getattr(item, "originalname", ""))
     if report.when == "call" and requirements:  # what an auditor files the result as evidence for
         props.append(("ai_conformance", ", ".join(requirements)))
     return props

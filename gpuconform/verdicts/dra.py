@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from .. import vendors
 from ..counts import Expectation
 from ..dradevices import (SAFE_LITERAL, attr, claim_results, informational, newest_devices, physical_gpus, pools,
                           slice_uuids, withheld)
@@ -39,10 +40,15 @@ def slice_findings(node: str, driver: str, slices: list[dict]) -> tuple[list[Fin
     return [], ev
 
 
-def devices_hardware_findings(node: str, driver: str, slices: list[dict], report: dict) -> tuple[list[Finding], dict]:
+def devices_hardware_findings(node: str, driver: str, slices: list[dict], report: dict,
+                              vendor: str = vendors.NVIDIA) -> tuple[list[Finding], dict]:
     """The driver's devices on the node equal its GPUs on the PCI bus (the node probe's sysfs count, GPUs bound to
     VFIO set aside as on the device-plugin path): FAIL-DRA-DEVICES-NOT-HARDWARE otherwise. A PCI tree that could
-    not be read gives NOTCHECKED-OPTIONAL."""
+    not be read, or a vendor whose GPUs' PCI identity the suite does not know (the probe scans for NVIDIA's; AMD
+    publishes partitions and Intel SR-IOV VFs as devices of their own), gives NOTCHECKED-OPTIONAL."""
+    if vendor not in vendors.PCI_VENDOR:
+        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: vendor {vendor}: its GPUs' PCI identity is not known to the "
+                        f"suite; the devices {driver} publishes are not counted against the PCI bus")], {}
     pci, err = _part(report, "pci")
     if err:
         return [Finding("NOTCHECKED-OPTIONAL", f"{node}: PCI hardware not read: {err}")], {}

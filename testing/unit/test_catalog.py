@@ -66,9 +66,15 @@ def test_each_check_names_known_ai_conformance_requirements():
     """The CNCF AI Conformance ids an auditor files results under (cncf/k8s-ai-conformance docs/AIConformance-1.35.md)."""
     for c in catalog.CHECKS:
         assert set(c.ai_conformance) <= set(catalog.AI_CONFORMANCE), c.name
-    assert catalog.ai_conformance("test_pods_see_exactly_the_gpus_they_request") == ["secure_accelerator_access", "dra_support"]
+    isolation = "test_pods_see_exactly_the_gpus_they_request"
+    # dra_support: results on DRA nodes of clusters whose checklist has it (1.33-1.35), never on device-plugin nodes
+    assert catalog.ai_conformance(isolation, dra_node=True, minor=35) == ["secure_accelerator_access", "dra_support"]
+    assert catalog.ai_conformance(isolation, dra_node=True, minor=37) == ["secure_accelerator_access"]
+    assert catalog.ai_conformance(isolation, dra_node=False, minor=34) == ["secure_accelerator_access"]
+    assert catalog.ai_conformance(isolation) == ["secure_accelerator_access"]
+    assert [catalog.minor_of(v) for v in ("v1.37.2", "v1.35.0-gke.1", "2.0", "x")] == [37, 35, None, None]
     assert "gpu_sharing" in catalog.ai_conformance("test_advertised_gpus_match_the_hardware")
     assert catalog.ai_conformance("test_not_a_check") == []
     covered = {r for c in catalog.CHECKS for r in c.ai_conformance}
     assert covered == set(catalog.AI_CONFORMANCE)
-    assert all(catalog.DRA in c.ai_conformance for c in catalog.CHECKS if c.dra)  # made on DRA nodes too
+    assert all(catalog.DRA in c.ai_conformance for c in catalog.CHECKS if c.dra)  # made on DRA nodes too (1.33-1.35)

@@ -48,7 +48,7 @@ def test_advertised_gpus_match_the_pci_hardware(check):
     report = check.probe("hw")
     if check.dra:  # the devices the node's DRA driver publishes against the PCI bus
         found, ev = verdicts.dra.devices_hardware_findings(check.node, check.gpu.dra_driver, check.resource_slices(),
-                                                           report)
+                                                           report, check.cfg.get("vendor"))
         check.note("PCI hardware and published devices", ev)
         check.record("pci_gpus", len(ev.get("pci GPUs", [])))
         check.hand_over(found)
