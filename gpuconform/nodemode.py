@@ -133,7 +133,8 @@ def allocation_path(labels: dict[str, str], capacity: dict[str, str], allocatabl
         if by_label is not None:
             notes.append(f"although {by_label[2]} says otherwise")
         if every:
-            notes.append(f"it also has {len(every)} ResourceSlice(s) of {_drivers(every)} (DRA not checked here)")
+            notes.append(f"it also has {len(every)} ResourceSlice(s) of {_drivers(every)} (a GPU DRA driver's "
+                         "beside the plugin fails the capacity check: FAIL-GPU-OFFERED-TWICE)")
         return NodeMode(DEVICE_PLUGIN, "a device plugin advertises the node's GPUs"
                         + (f" ({'; '.join(notes)})" if notes else ""), f"capacity {shown}")
     stale = f"; capacity {shown} with none allocatable is left from an earlier plugin" if advertised else ""

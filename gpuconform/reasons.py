@@ -148,6 +148,10 @@ _R = [
     Reason("FAIL-DRA-DEVICES-NOT-HARDWARE", "", "the DRA driver's devices differ from the node's PCI GPUs",
            "The driver publishes more or fewer GPUs than the PCI bus has: compare its slice with `nvidia-smi -L` "
            "and the PCI tree; a GPU fallen off the bus or a stale slice shows here."),
+    Reason("FAIL-GPU-OFFERED-TWICE", "", "a device plugin and a GPU DRA driver both offer the node's GPUs",
+           "Serve each node's GPUs by one of them: turn the device plugin off on DRA nodes (the GPU operator's "
+           "nvidia.com/gpu.deploy.device-plugin label) or keep the DRA driver's kubelet plugin off device-plugin "
+           "nodes (its nodeSelector); NVIDIA's chart refuses both without gpuResourcesEnabledOverride."),
     Reason("FAIL-DRA-NOT-REGISTERED", "", "the DRA driver's kubelet plugin is not registered with the kubelet",
            "The kubelet has no registration socket of the driver in its plugins_registry directory: check the "
            "kubelet-plugin pod's mounts (the kubelet's root dir) and its log for registration errors."),

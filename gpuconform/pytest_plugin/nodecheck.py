@@ -90,6 +90,20 @@ class NodeCheck:
         """The ResourceSlices naming this node now (one field-selected LIST)."""
         return self.run.inventory.resource_slices(self.node)
 
+    def offered_twice(self, node_obj: dict, resources: list[str]) -> tuple[list[verdicts.Finding], dict]:
+        """On a device-plugin node: whether a GPU DRA driver publishes its GPUs as well (verdicts.dra
+        offered_twice_findings), from the slice watch (no request); where the slices are not watched, not checked
+        (said in the evidence)."""
+        slices = self.run.inventory.watched_slices(self.node)
+        if slices is None:
+            return [], {"not checked": "ResourceSlices are not watched (list/watch resourceslices not granted)"}
+        found: list[verdicts.Finding] = []
+        ev: dict = {}
+        for driver in nodemode.GPU_DRA_DRIVERS.get(self.cfg.get("vendor"), ()):
+            f, e = verdicts.dra.offered_twice_findings(node_obj, resources, driver, slices)
+            found, ev = found + f, {**ev, **e}
+        return found, ev
+
     def taint_rules(self) -> list[dict]:
         """The cluster's DeviceTaintRules now (from the inventory's watch; [] where not readable)."""
         return self.run.inventory.taint_rules()

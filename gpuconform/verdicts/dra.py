@@ -63,6 +63,26 @@ def devices_hardware_findings(node: str, driver: str, slices: list[dict], report
     return [], ev
 
 
+def offered_twice_findings(node: dict, resources: list[str], driver: str, slices: list[dict]) -> tuple[list[Finding], dict]:
+    """A device-plugin node whose GPUs a GPU DRA driver publishes as well: FAIL-GPU-OFFERED-TWICE when the node
+    advertises one of its GPU `resources` and `driver` publishes GPUs for it. Pods requesting the resource and claims
+    of the driver's class are then allocated from two ledgers that know nothing of each other, so one GPU can be
+    handed to both (the NVIDIA DRA driver's chart refuses this install without gpuResourcesEnabledOverride:
+    kubernetes-sigs/dra-driver-nvidia-gpu deployments/helm/dra-driver-nvidia-gpu/templates/validation.yaml)."""
+    name = (node.get("metadata") or {}).get("name", "?")
+    capacity = (node.get("status") or {}).get("capacity") or {}
+    advertised = {r: capacity[r] for r in resources if str(capacity.get(r, "0")) not in ("0", "")}
+    gpus = physical_gpus(driver, slices)
+    ev = {"advertised by the device plugin": advertised, f"GPUs {driver} publishes": gpus}
+    if advertised and gpus:
+        shown = ", ".join(f"{r}={v}" for r, v in sorted(advertised.items()))
+        return [Finding("FAIL-GPU-OFFERED-TWICE", f"{name}: a device plugin advertises {shown} and the DRA driver "
+                        f"{driver} publishes {len(gpus)} GPU(s) of the same node ({', '.join(gpus[:4])}"
+                        f"{', ...' if len(gpus) > 4 else ''}): a pod requesting the resource and a claim can be "
+                        "handed the same GPU")], ev
+    return [], ev
+
+
 def parent_selector(driver: str, uuids: list[str], mig: bool) -> str:
     """The CEL selector for one of the GPUs `uuids` itself (mig False) or a MIG device of one of them (mig True), in
     the driver's attribute domain; each uuid must match SAFE_LITERAL (checked again here: they come from the

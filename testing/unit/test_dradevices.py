@@ -133,3 +133,4 @@ def test_an_incomplete_pool_offers_nothing_and_claims_skipped_count_as_free():
     held = claim("run-long", "gpu-0", ns="gpuconform-x", reserved=["rl"])
     assert len(dradevices.free_devices(D, FOUR, [held])) == 3
     assert len(dradevices.free_devices(D, FOUR, [held], skip=[("gpuconform-x", "run-long")])) == 4
+

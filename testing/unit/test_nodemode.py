@@ -45,7 +45,7 @@ def test_each_recorded_node_gets_its_allocation_path_with_the_object_that_said_s
 def test_a_plugin_node_with_slices_stays_a_plugin_node_and_says_so():
     mode = nodemode.of_node(BY_NAME["gpu-plugin-and-slices-0"], SLICES["gpu-plugin-and-slices-0"], "nvidia")
     assert mode.path == nodemode.DEVICE_PLUGIN and mode.certified_here
-    assert "compute-domain.nvidia.com" in mode.reason and "DRA not checked" in mode.reason
+    assert "compute-domain.nvidia.com" in mode.reason and "FAIL-GPU-OFFERED-TWICE" in mode.reason
 
 
 def test_the_sandbox_plugin_and_stale_capacity_are_no_container_plugin():

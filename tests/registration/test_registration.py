@@ -35,7 +35,9 @@ def test_gpu_resource_is_in_node_capacity(check):
     node = check.node_object()
     exp = check.expectation(node)
     check.note("expected resources", {"pool": exp.describe(), "resources": exp.resources, "basis": exp.basis})
-    check.hand_over(verdicts.capacity_findings(node, exp))
+    twice, ev = check.offered_twice(node, exp.resources)
+    check.note("GPU DRA drivers on this node", ev)
+    check.hand_over(verdicts.capacity_findings(node, exp) + twice)
 
 
 @pytest.mark.at_run_end
