@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Callable, Iterable
 
 from .counts import qty
 
@@ -32,6 +33,14 @@ WITHHOLDING = ("NoSchedule", "NoExecute")
 # RemoveSiblingDevices)
 MIG, VFIO = "mig", "vfio"
 NOT_WHOLE = (MIG, VFIO)
+# Devices that are not another physical GPU: VFIO twins, and Intel's SR-IOV virtual functions (`type vf`, published
+# beside their PF, which stays allocatable: intel-resource-drivers-for-kubernetes pkg/gpu/device/device.go,
+# node_state.go GetResources)
+NOT_PHYSICAL = (VFIO, "vf")
+# A part of one GPU names its GPU: NVIDIA's MIG devices by `parentUUID` (dra-driver-nvidia-gpu mig.go
+# CommonAttributesMig), AMD's partitions by `parentPciAddr` (ROCm/k8s-gpu-dra-driver cmd/gpu-kubeletplugin/
+# deviceinfo.go; partitions carry no uuid, nor do AMD's whole GPUs)
+PARENT_ATTRIBUTES = ("parentUUID", "parentPciAddr")
 
 
 def attr(device: dict, name: str) -> str | None:
@@ -156,15 +165,16 @@ def mig_devices(driver: str, slices: list[dict]) -> list[str]:
 
 
 def physical_gpus(driver: str, slices: list[dict]) -> list[str]:
-    """The physical GPUs the driver's devices stand for: each whole GPU's `uuid` and each MIG device's
-    `parentUUID` (a GPU in MIG mode is published as its MIG devices only; DynamicMIG's abstract MIG devices carry
-    no uuid but their parent's), by name where a device has neither. VFIO twins are the same GPUs again."""
+    """The physical GPUs the driver's devices stand for: each whole GPU's `uuid` and each part's parent
+    (PARENT_ATTRIBUTES: a GPU in MIG mode is published as its MIG devices only, DynamicMIG's abstract MIG devices
+    carry no uuid but their parent's, a partitioned AMD GPU as its partitions), by name where a device has neither.
+    VFIO twins and SR-IOV VFs are no GPUs of their own (NOT_PHYSICAL)."""
     out = set()
     for pool, d in newest_devices(driver, slices):
-        kind = attr(d, "type")
-        if kind == VFIO:
+        if attr(d, "type") in NOT_PHYSICAL:
             continue
-        out.add((attr(d, "parentUUID") if kind == MIG else attr(d, "uuid")) or f"{pool}/{d.get('name')}")
+        parent = next((v for a in PARENT_ATTRIBUTES if (v := attr(d, a))), None)
+        out.add(parent or attr(d, "uuid") or f"{pool}/{d.get('name')}")
     return sorted(out)
 
 
@@ -239,8 +249,11 @@ def free_devices(driver: str, slices: list[dict], claims: Iterable[dict], rules:
         if name in devices:
             take(*devices[name])
     wanted = set(mig_devices(driver, slices) if mig else gpu_devices(driver, slices))
+    # a device that allows multiple allocations (KEP-5075 consumable capacity: NVIDIA's ConsumableShares) is shared
+    # between claims by design: another claim's allocation leaves it free (its capacity is not accounted here)
     return [name for name, (pool, d) in sorted(devices.items())
-            if name in wanted and name not in out_of_service and name not in held and take(pool, d)]
+            if name in wanted and name not in out_of_service
+            and (name not in held or d.get("allowMultipleAllocations")) and take(pool, d)]
 
 
 def usable_count(driver: str, slices: list[dict], mig: bool = False, rules: Iterable[dict] = ()) -> int:
@@ -263,3 +276,38 @@ def mig_parents(driver: str, slices: list[dict]) -> dict[str, str]:
     return {u: whole[u] for p, d in devices if attr(d, "type") == MIG
             and (u := attr(d, "parentUUID")) in whole and SAFE_LITERAL.match(u)}
 
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What a DRA node offers a claim of the suite's, from its GPU driver's objects: the DeviceClass its claims
+    name, the extended resource its pods may request instead (dra-extended-resource; "" elsewhere), whether one
+    device is a MIG device, how many of the class's devices fit at once with nothing allocated (`usable`) and how
+    many are free now (`free`; `usable` where claims are not readable)."""
+
+    driver: str
+    device_class: str
+    extended_resource: str
+    mig: bool
+    usable: int
+    free: int
+
+
+def offer(drivers: tuple[str, ...], slices: list[dict], extended: dict[str, tuple[str, str]] | None,
+          mig_classes: dict[str, str], has_class: Callable[[str], bool], claims: list[dict] | None,
+          rules: Iterable[dict] = ()) -> Offer:
+    """The Offer of a DRA node whose slices are `slices`: its GPU driver (the first of the vendor's `drivers` that
+    publishes for it), the class behind the extended resource name where `extended` names one (dra-extended-resource:
+    nodemode.extended_classes), else the driver's own class; where the driver publishes no whole GPU but MIG devices
+    (GPUs in MIG mode: nothing is left for the GPU class or the extended resource behind it) the driver's MIG class
+    (`mig_classes`, if the cluster has it: `has_class`)."""
+    mine = [s for s in slices if (s.get("spec") or {}).get("driver") in drivers]
+    driver = mine[0]["spec"]["driver"] if mine else (drivers[0] if drivers else "")
+    rules = list(rules)
+    device_class, name = (extended or {}).get(driver, (driver, ""))
+    mig_class, mig = mig_classes.get(driver, ""), False
+    usable = usable_count(driver, mine, rules=rules)
+    if not usable and mig_class and has_class(mig_class) and (m := usable_count(driver, mine, mig=True, rules=rules)):
+        device_class, name, usable, mig = mig_class, "", m, True
+    free = usable if claims is None else len(free_devices(driver, mine, claims, rules, mig=mig))
+    return Offer(driver, device_class, name, mig, usable, free)

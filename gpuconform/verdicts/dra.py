@@ -277,8 +277,14 @@ def health_findings(node: str, driver: str, entries: list[dict[str, str]], claim
     still be allocated it. The device is the one the pod's claims were allocated (`claims_of`: pod -> its claims,
     read for the pods with an Unhealthy entry), narrowed by the entry's resourceID where that names it."""
     by_health = Counter(e["health"] for e in entries)
-    ev: dict = {"summary": ", ".join(f"{n} {h}" for h, n in sorted(by_health.items())) or "none reported (the "
-                "kubelet has ResourceHealthStatus off)", "unhealthy": {}}
+    summary = ", ".join(f"{n} {h}" for h, n in sorted(by_health.items())) or "none reported (the kubelet has " \
+        "ResourceHealthStatus off)"
+    if by_health and set(by_health) == {"Unknown"}:
+        # NVIDIA's DRA driver serves no DRAResourceHealth (kubernetes-sigs/dra-driver-nvidia-gpu: its health signal
+        # is the slice taint, checked by the count check): nothing here is evidence either way
+        summary += f": {driver} reports no device health to the kubelet (no DRAResourceHealth service), so no " \
+                   "device is judged by it; its slice taints are"
+    ev: dict = {"summary": summary, "unhealthy": {}}
     out = []
     for e in (e for e in entries if e["health"] == "Unhealthy"):
         held = [f"{r.get('pool')}/{r.get('device')}" for r in claim_results(claims_of.get(e["pod"], []), driver)]

@@ -430,3 +430,7 @@ def test_healthy_unknown_or_unreported_devices_pass():
     assert ok == [] and ev["summary"] == "1 Healthy, 1 Unknown"
     none, ev = verdicts.dra.health_findings("n", DRIVER, verdicts.dra.health_entries({"p": {}}), {}, {})
     assert none == [] and ev["summary"].startswith("none reported")
+    # NVIDIA's driver serves no DRAResourceHealth: every entry Unknown, and the evidence says it proves nothing
+    unknown = {"burst0": health_pod((CDI_ID.format(1), "Unknown")), "burst1": health_pod((CDI_ID.format(2), "Unknown"))}
+    ok, ev = verdicts.dra.health_findings("n", DRIVER, verdicts.dra.health_entries(unknown), {}, {})
+    assert ok == [] and ev["summary"].startswith("2 Unknown: gpu.nvidia.com reports no device health")
