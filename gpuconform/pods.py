@@ -153,16 +153,30 @@ def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Conf
 ROUND = "round"  # the section that starts each round of a repeating probe (the round number)
 
 
+SIDECAR = "sidecar"  # the probe's second container, which asks for no GPU (probe_pod sidecar=True)
+
+
 def probe_pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Config | dict, gpus: int,
               guaranteed_cpus: int = 0, deadline: float = POD_ACTIVE_DEADLINE_S, resource: str = "",
               env: dict[str, str] | None = None, hold_s: int = 0, best_effort: bool = False,
-              claim_template: str = "", claim_name: str = "") -> dict:
-    """The probe: prints PROBE_SCRIPT's sections, then (hold_s) sleeps holding its devices."""
+              claim_template: str = "", claim_name: str = "", sidecar: bool = False) -> dict:
+    """The probe: prints PROBE_SCRIPT's sections, then (hold_s) sleeps holding its devices. `sidecar`: a second
+    container (SIDECAR) prints the same sections without asking for a GPU (no resource limit, no claim named in
+    its resources.claims): what a container of a GPU pod that asks for none sees (the AI Conformance test's
+    MultiContainerIsolationTest, kubernetes-sigs/ai-conformance test/ai_conformance_test.go)."""
     script = PROBE_SCRIPT + (f"\nsleep {hold_s}" if hold_s else "")
-    return pod(name, namespace, run_id, check, node, cfg, image=view(cfg).get("images.probe"), gpus=gpus,
-               resource=resource, command=["sh", "-c", script], guaranteed_cpus=guaranteed_cpus,
-               deadline=deadline, env=env, best_effort=best_effort, claim_template=claim_template,
-               claim_name=claim_name)
+    p = pod(name, namespace, run_id, check, node, cfg, image=view(cfg).get("images.probe"), gpus=gpus,
+            resource=resource, command=["sh", "-c", script], guaranteed_cpus=guaranteed_cpus,
+            deadline=deadline, env=env, best_effort=best_effort, claim_template=claim_template,
+            claim_name=claim_name)
+    if sidecar:
+        first = p["spec"]["containers"][0]
+        side = {k: v for k, v in first.items() if k != "resources"}
+        side["name"] = SIDECAR
+        side["resources"] = {k: {r: q for r, q in v.items() if r in ("cpu", "memory")}
+                             for k, v in (first.get("resources") or {}).items() if k in ("requests", "limits")}
+        p["spec"]["containers"].append(side)
+    return p
 
 
 # The run-long pod's view of its own heartbeat annotation: a downwardAPI volume file, which the kubelet rewrites

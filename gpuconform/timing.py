@@ -117,6 +117,16 @@ HEARTBEAT_STALE_S = 300.0
 
 # ---------------------------------------------- DRA claims (tests/allocation/test_workload.py shared claim)
 
+#: A DRA driver's pool read incomplete (fewer slices of its newest generation than resourceSliceCount) is read
+#: again this often, from the slice watch ...
+POOL_READ_EVERY_S = 0.5
+
+#: ... until it is complete or this long has passed: the resourceslice controller bumps the generation and then
+#: writes a multi-slice pool one API call at a time (k8s.io/dynamic-resource-allocation v0.37.2 resourceslice/
+#: resourceslicecontroller.go), so a healthy republish (NVIDIA's driver republishes on every health event) is
+#: briefly seen incomplete; a pool still incomplete after this is a fault.
+POOL_SETTLE_S = 10.0
+
 #: A shared ResourceClaim's release after its pods ended is polled this often (one GET each).
 CLAIM_POLL_S = 0.5
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 import pytest
 
-from gpuconform import catalog, counts, discovery, nodemode, nodes, pods, timing, verdicts
+from gpuconform import catalog, counts, discovery, dradevices, nodemode, nodes, pods, timing, verdicts
 from gpuconform.reasons import EnvironmentProblem, Violation
 
 from .evidence import Evidence
@@ -59,6 +59,7 @@ class NodeCheck:
         self.measurements: dict[str, Any] = {}  # figures the summary keeps (latency samples)
         self.exc: BaseException | None = None  # how the body ended (set by whoever ran it)
         self._pods: dict[str, str] = {}  # pod name -> namespace, in creation order
+        self._first: dict[str, str] = {}  # pod name -> its first container (whose log `log` reads)
         self._claims: list[tuple[str, str]] = []  # (namespace, name) of the ResourceClaims it made
         self._closed = False
 
@@ -89,6 +90,19 @@ class NodeCheck:
     def resource_slices(self) -> list[dict]:
         """The ResourceSlices naming this node now (one field-selected LIST)."""
         return self.run.inventory.resource_slices(self.node)
+
+    def settled_slices(self) -> tuple[list[dict], float]:
+        """The node's ResourceSlices once every pool of its GPU driver is complete, or as they are after
+        timing.POOL_SETTLE_S (a republish is seen incomplete for a moment); and the seconds waited."""
+        start = time.monotonic()
+        while True:
+            slices = self.resource_slices()
+            pools = dradevices.pools(self.gpu.dra_driver, slices)
+            waited = time.monotonic() - start
+            if all(p["have"] == p["want"] for p in pools.values()) or waited >= timing.POOL_SETTLE_S \
+                    or self.run.cancelled.is_set():
+                return slices, waited
+            time.sleep(timing.POOL_READ_EVERY_S)
 
     def offered_twice(self, node_obj: dict, resources: list[str]) -> tuple[list[verdicts.Finding], dict]:
         """On a device-plugin node: whether a GPU DRA driver publishes its GPUs as well (verdicts.dra
@@ -235,7 +249,8 @@ class NodeCheck:
                 raise
             raise_for(refused.code, refused.message)
         self._pods[name] = ns
-        self.evidence.pod(ns, name, manifest["spec"]["containers"][0]["name"])
+        self._first[name] = manifest["spec"]["containers"][0]["name"]
+        self.evidence.pod(ns, name, self._first[name])
         return name
 
     def claims_of(self, name: str) -> list[dict]:
@@ -296,8 +311,9 @@ class NodeCheck:
                 return c, waited
             time.sleep(timing.CLAIM_POLL_S)
 
-    def log(self, name: str, tail: int | None = None) -> str:
-        return self.run.spaces.pod_log(self._pods[name], name, tail=tail)
+    def log(self, name: str, tail: int | None = None, container: str | None = None) -> str:
+        """A pod's log: its first container's, or `container`'s."""
+        return self.run.spaces.pod_log(self._pods[name], name, container=container or self._first[name], tail=tail)
 
     def pod_state(self, name: str) -> dict | None:
         """The pod as the run's pod watch last saw it."""

@@ -82,8 +82,10 @@ def burst_size(free: int, max_per_node: int, wanted: int = 0) -> int:
 
 
 def isolation_findings(node: str, zero: Seen, some: Seen, unit: str, per_device: int = 1,
-                       mode: runtimemode.Mode | None = None, runtime_class: str = "") -> list[Finding]:
-    """A pod requesting nothing sees no GPU; a pod requesting N sees exactly its N devices. `unit` (Expectation.unit)
+                       mode: runtimemode.Mode | None = None, runtime_class: str = "",
+                       sidecar: Seen | None = None) -> list[Finding]:
+    """A pod requesting nothing sees no GPU; a pod requesting N sees exactly its N devices, and its `sidecar`
+    container, which asks for none (no resource, no claim), sees none. `unit` (Expectation.unit)
     says what one device is: a whole GPU, a MIG device (counted by MIG UUID; the parent's device node is
     shared), or a time-sliced replica (N replicas may be the same GPU, so it sees 1..N GPUs). `per_device` > 1:
     time-sliced MIG devices, whose replicas may likewise be one MIG device. `mode` (gpuconform/runtimemode.py,
@@ -97,6 +99,12 @@ def isolation_findings(node: str, zero: Seen, some: Seen, unit: str, per_device:
     if zero.dev or zero.gpus:
         out.append(Finding("FAIL-ISOLATION", f"{node}: pod {zero.pod} requested no GPU but sees {len(zero.dev)} device "
                            f"node(s) {zero.dev} and {len(zero.gpus)} GPU(s) in nvidia-smi ({zero.env.strip()})"
+                           + cause))
+    if sidecar is not None and (sidecar.dev or sidecar.gpus):
+        out.append(Finding("FAIL-ISOLATION", f"{node}: container {sidecar.pod}, which asks for no GPU beside a "
+                           f"container granted {some.requested}, sees {len(sidecar.dev)} device node(s) "
+                           f"{sidecar.dev} and {len(sidecar.gpus)} GPU(s) in nvidia-smi ({sidecar.env.strip()}): the "
+                           "devices are injected into every container of the pod, not only the one that asked"
                            + cause))
     n = some.requested
     if unit == "mig":

@@ -536,3 +536,14 @@ def test_vector_add_on_a_dra_extended_resource_node_requests_the_extended_name(m
     p = check.vector_add_pod()
     assert p["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert "resourceClaims" not in p["spec"] and check.dra
+
+
+def test_the_probes_sidecar_asks_for_no_gpu_on_either_path():
+    """Its second container runs the same probe with CPU and memory only: no GPU limit, no claim in its
+    resources.claims (the kubelet injects a claim's devices only into containers naming it)."""
+    for kw in ({"resource": "nvidia.com/gpu"}, {"claim_template": "gpu-1"}):
+        m = pods.probe_pod("iso2", "ns", "r1", "isolation", "n1", cfg(), 2, sidecar=True, **kw)
+        first, side = m["spec"]["containers"]
+        assert side["name"] == pods.SIDECAR and side["command"] == first["command"]
+        assert "claims" not in side["resources"] and "nvidia.com/gpu" not in side["resources"].get("limits", {})
+        assert side["resources"]["requests"] == {"cpu": "10m", "memory": "16Mi"}

@@ -94,6 +94,16 @@ def test_isolation_whole_gpus():
     assert [x.code for x in f] == ["FAIL-ISOLATION"]
 
 
+def test_a_container_asking_for_no_gpu_beside_one_that_did_sees_none():
+    """The AI Conformance MultiContainerIsolationTest: devices injected into every container of the pod fail."""
+    zero, two = Seen("iso0", 0, [], []), Seen("iso2", 2, ["/dev/nvidia0", "/dev/nvidia1"], smi((G0, []), (G1, [])))
+    assert isolation_findings("n", zero, two, "gpu", sidecar=Seen("iso2/sidecar", 0, [], [])) == []
+    leaky = Seen("iso2/sidecar", 0, ["/dev/nvidia0", "/dev/nvidia1"], smi((G0, []), (G1, [])))
+    f = isolation_findings("n", zero, two, "gpu", sidecar=leaky)
+    assert [x.code for x in f] == ["FAIL-ISOLATION"] and "container iso2/sidecar, which asks for no GPU" in f[0].message
+    assert "every container of the pod" in f[0].message
+
+
 def test_isolation_mig_counts_mig_devices_not_the_shared_parent():
     zero = Seen("iso0", 0, [], [])
     two = Seen("iso2", 2, ["/dev/nvidia0"], smi((G0, [M0, M1])))  # one parent device node, two MIG devices

@@ -33,7 +33,8 @@ def test_vector_add_succeeds_through_the_plugin(check):
 @pytest.mark.gpus(2)
 def test_pods_see_exactly_the_gpus_they_request(check):
     """MUST: a pod requesting no GPU sees none; a pod requesting N devices sees exactly those N (whole GPUs:
-    device nodes and nvidia-smi agree; MIG: N MIG devices; time-slicing: one replica, so one GPU). Both set
+    device nodes and nvidia-smi agree; MIG: N MIG devices; time-slicing: one replica, so one GPU), and its second
+    container, which asks for none (no resource; on DRA, no claim in its resources.claims), sees none. All set
     NVIDIA_VISIBLE_DEVICES=all, as CUDA base images do: the runtime must not let a pod's own variable widen what
     it was allocated (accept-nvidia-visible-devices-envvar-when-unprivileged=false, or the volume-mounts/CDI
     device list strategies)."""
@@ -43,17 +44,18 @@ def test_pods_see_exactly_the_gpus_they_request(check):
     n = verdicts.isolation_request(exp, free, check.cfg.get("limits.maxGpusPerNode"))
     env = {"NVIDIA_VISIBLE_DEVICES": "all"}  # what CUDA base images set (their Dockerfiles' ENV)
     zero = check.start(check.probe_pod("iso0", "isolation", 0, env=env))
-    some = check.start(check.probe_pod(f"iso{n}", "isolation", n, env=env))
+    some = check.start(check.probe_pod(f"iso{n}", "isolation", n, env=env, sidecar=True))
     check.wait_done(zero, some)
     s0, sn = (verdicts.Seen.from_log(p, k, check.log(p)) for p, k in ((zero, 0), (some, n)))
-    check.note("visible", {"no-request": s0.evidence(), f"{n} x {check.resource}": sn.evidence(), "unit": exp.unit,
-                           "pod env": env})
+    side = verdicts.Seen.from_log(f"{some}/{pods.SIDECAR}", 0, check.log(some, container=pods.SIDECAR))
+    check.note("visible", {"no-request": s0.evidence(), f"{n} x {check.resource}": sn.evidence(),
+                           "its container asking for none": side.evidence(), "unit": exp.unit, "pod env": env})
     rc, mode = check.cfg.get("runtimeClassName"), None
-    if rc and (s0.dev or s0.gpus):  # does the configured RuntimeClass fit the install? (one LIST per run, optional)
+    if rc and (s0.dev or s0.gpus or side.dev or side.gpus):  # does the configured RuntimeClass fit the install?
         classes, why_not = check.run.inventory.runtime_classes()
         mode = runtimemode.recognise(classes, check.plugin().pods, why_not)
         check.note("runtime mode", mode.evidence())
-    check.hand_over(verdicts.isolation_findings(check.node, s0, sn, exp.unit, exp.per_device, mode, rc))
+    check.hand_over(verdicts.isolation_findings(check.node, s0, sn, exp.unit, exp.per_device, mode, rc, side))
 
 
 @pytest.mark.node_probe
