@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import nodemode, vendors
+from .allocpath import AllocationPath
 from .counts import Expectation, free_gpus, qty
 
 
@@ -55,6 +56,14 @@ class GpuNode:
     # dra-extended-resource: the resource name (nvidia.com/gpu) pods may request instead of a claim, which the
     # scheduler turns into a claim of device_class (KEP-5004); "" elsewhere
     extended_resource: str = ""
+
+    @property
+    def allocation(self) -> AllocationPath:
+        """The node's allocation path as facts (gpuconform/allocpath.py)."""
+        if not nodemode.is_dra(self.path):
+            return AllocationPath(self.path, self.resource)
+        return AllocationPath(self.path, self.extended_resource, self.dra_driver, self.device_class,
+                              self.device_class in nodemode.MIG_DEVICE_CLASSES.values())
 
     @property
     def usable(self) -> bool:

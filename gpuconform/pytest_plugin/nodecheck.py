@@ -11,10 +11,12 @@ from typing import Any, Callable, Iterable, Protocol
 
 import pytest
 
-from gpuconform import catalog, counts, discovery, dradevices, nodemode, nodes, pods, timing, verdicts
+from gpuconform import counts, discovery, dradevices, nodemode, nodes, pods, timing, verdicts
+from gpuconform.allocpath import AllocationPath
 from gpuconform.reasons import EnvironmentProblem, Violation
 
 from .evidence import Evidence
+from . import paths
 from .handover import hand_over, raise_for
 from .livelog import log
 from .podwait import wait_for_pods
@@ -74,18 +76,21 @@ class NodeCheck:
         return self.gpu.resource
 
     @property
-    def dra(self) -> bool:
-        """The node's GPUs are served by a DRA driver (gpuconform/nodemode.py): its checks' pods get GPUs through
-        ResourceClaims of the driver's DeviceClass."""
-        return nodemode.is_dra(self.gpu.path)
+    def facts(self) -> AllocationPath:
+        """The node's allocation path as facts (gpuconform/allocpath.py)."""
+        return self.gpu.allocation
+
+    @property
+    def path(self) -> paths.DevicePluginPath:
+        """The path-specific steps of this check on its node (paths.py): what the node's allocation path reads."""
+        return paths.for_check(self)
 
     def on_its_path(self) -> None:
-        """Not checked (NOTCHECKED-DRA-PATH) on a DRA node for a check not made on that path yet (catalog.py)."""
-        c = catalog.BY_NAME.get(self.test.split("::")[-1].split("[")[0])
-        if self.dra and c is not None and not c.dra:
-            why = c.not_on_dra or "this check is made on device-plugin nodes only so far"
+        """Not checked (NOTCHECKED-DRA-PATH) where the check is not made on the node's path (catalog.py)."""
+        why = self.facts.not_made(self.test.split("::")[-1].split("[")[0])
+        if why:
             hand_over([verdicts.Finding("NOTCHECKED-DRA-PATH", f"{self.node}: GPUs served by the DRA driver "
-                                        f"{self.gpu.dra_driver}; {why}")])
+                                        f"{self.facts.driver}; {why}")])
 
     def resource_slices(self) -> list[dict]:
         """The ResourceSlices naming this node now (one field-selected LIST)."""
@@ -97,7 +102,7 @@ class NodeCheck:
         start = time.monotonic()
         while True:
             slices = self.resource_slices()
-            pools = dradevices.pools(self.gpu.dra_driver, slices)
+            pools = dradevices.pools(self.facts.driver, slices)
             waited = time.monotonic() - start
             if all(p["have"] == p["want"] for p in pools.values()) or waited >= timing.POOL_SETTLE_S \
                     or self.run.cancelled.is_set():
@@ -123,10 +128,10 @@ class NodeCheck:
         return self.run.inventory.taint_rules()
 
     def _claim(self, gpus: int) -> str:
-        """On a DRA node, the run's ResourceClaimTemplate for `gpus` devices of the node's class; else ''."""
-        if not (self.dra and gpus):
+        """Where pods ask by claim, the run's ResourceClaimTemplate for `gpus` devices of the node's class; else ''."""
+        if not (self.facts.by_claim and gpus):
             return ""
-        return self.run.spaces.ensure_claim_template(self.namespace(), self.gpu.device_class, gpus)
+        return self.run.spaces.ensure_claim_template(self.namespace(), self.facts.device_class, gpus)
 
     def node_object(self) -> dict:
         return self.run.inventory.refresh_node(self.node)
@@ -139,11 +144,10 @@ class NodeCheck:
         the node's labels say; on a DRA node it is one device of its DeviceClass for one claim, a MIG device where
         that is a MIG class (GPUs in MIG mode) and a whole GPU otherwise, whatever MIG or sharing labels the node
         carries (they describe no resource a claim asks for)."""
-        exp = self.expectation()
-        if not self.dra:
+        exp, f = self.expectation(), self.facts
+        if not f.by_claim:
             return exp
-        mig = self.gpu.device_class in nodemode.MIG_DEVICE_CLASSES.values()
-        return dataclasses.replace(exp, mig_strategy="single" if mig else "none", replicas=1, mig_replicas={},
+        return dataclasses.replace(exp, mig_strategy="single" if f.mig else "none", replicas=1, mig_replicas={},
                                    mig_profiles={}, whole_gpus_too=False)
 
     def plugin(self) -> discovery.Found:
@@ -222,7 +226,7 @@ class NodeCheck:
     def vector_add_pod(self) -> dict:
         """The CUDA sample for one GPU. On dra-extended-resource it requests the extended resource name, as the
         workloads that never name a claim do (the scheduler makes the claim: KEP-5004), not a claim template."""
-        extended = self.gpu.extended_resource
+        extended = self.facts.resource if self.facts.by_claim else ""
         return pods.vector_add_pod(self.pod_name("vectoradd"), self.namespace(), self.run_id, self.node, self.cfg,
                                    self.timeouts.pod_complete, extended or self.resource,
                                    "" if extended else self._claim(1))
@@ -234,7 +238,7 @@ class NodeCheck:
     def socket_probe_pod(self) -> dict:
         return pods.socket_probe_pod(self.pod_name("socket"), self.namespace(privileged=True), self.run_id,
                                      self.node, self.cfg, self.timeouts.pod_complete,
-                                     "plugins_registry" if self.dra else "device-plugins")
+                                     self.facts.registry_dir)
 
     def start(self, manifest: dict) -> str:
         """Creates the pod (this check's: deleted when it ends, shown in its evidence) and returns its name. A
@@ -281,7 +285,7 @@ class NodeCheck:
         CEL `selector`, if any) that this check's pods name (probe_pod(..., claim_name=...)); deleted when the
         check ends. Returns its name."""
         ns, name = self.namespace(), self.pod_name(tag)
-        self.run.spaces.create_claim(ns, device_class or self.gpu.device_class, gpus, name, selector)
+        self.run.spaces.create_claim(ns, device_class or self.facts.device_class, gpus, name, selector)
         self._claims.append((ns, name))
         return name
 
@@ -294,7 +298,7 @@ class NodeCheck:
         namespace (a server-side dry run; once per run and class: namespaces.py admin_access_trial), and that
         namespace's labels as stored."""
         ns = self.namespace()
-        return self.run.spaces.admin_access_trial(ns, self.gpu.device_class), self.run.spaces.labels.get(ns, {})
+        return self.run.spaces.admin_access_trial(ns, self.facts.device_class), self.run.spaces.labels.get(ns, {})
 
     def end(self, *names: str) -> None:
         """Deletes these pods of the check now (they end; their devices are to be released)."""

@@ -4,39 +4,27 @@ kubelet's Allocate p99 from the delta of its histogram over the check."""
 from __future__ import annotations
 
 from .. import latency, metrics, nodemode
+from ..allocpath import AllocationPath
 from .common import Finding
-
-ALLOC_DURATION = "kubelet_device_plugin_alloc_duration_seconds"
-# On a DRA node the kubelet's own step is NodePrepareResources: its histogram per pod start, successes only
-# (kubernetes v1.37.2 pkg/kubelet/metrics/metrics.go:1161 DRAOperationsDuration, subsystem "dra";
-# pkg/kubelet/cm/dra/manager.go:243 observes "PrepareResources").
-DRA_PREPARE_DURATION = "dra_operations_duration_seconds"
-DRA_PREPARE = {"operation_name": "PrepareResources", "is_error": "false"}
 
 
 def allocate_delta(before: list[metrics.Sample] | None, after: list[metrics.Sample] | None,
-                   resource: str, dra: bool = False) -> metrics.Histogram | None:
-    """The Allocate-duration histogram of `resource` over the check (on a DRA node: the kubelet's
-    NodePrepareResources duration): after minus before (None when the kubelet's metrics were not read, or it
-    exported no such histogram)."""
+                   name: str, labels: dict[str, str]) -> metrics.Histogram | None:
+    """The histogram `name` (with `labels`) of the kubelet's allocation step over the check
+    (AllocationPath.allocate_metric: the device plugin's Allocate RPC, or a DRA driver's NodePrepareResources):
+    after minus before (None when the kubelet's metrics were not read, or it exported no such histogram)."""
     if before is None or after is None:
         return None
-    name, labels = (DRA_PREPARE_DURATION, DRA_PREPARE) if dra else (ALLOC_DURATION, {"resource_name": resource})
     h = metrics.histogram(after, name, **labels)
     return h.minus(metrics.histogram(before, name, **labels)) if h else None
 
 
-def allocate_step(dra: bool) -> str:
-    """What the allocateP99 threshold measures on the node's path."""
-    return "kubelet NodePrepareResources" if dra else "kubelet Allocate RPC"
-
-
 def latency_summary(node: str, times: list[latency.PodTimes], alloc: metrics.Histogram | None,
-                    kubelet_read: bool, path: str = nodemode.DEVICE_PLUGIN) -> dict:
+                    kubelet_read: bool, path: str = nodemode.DEVICE_PLUGIN,
+                    step: str = AllocationPath().allocate_step) -> dict:
     """What the check measured, for the evidence, the properties and the run's latency figures: the node's
     allocation path (nodemode), each pod's schedule and start seconds, their percentiles, and the kubelet's
     allocation-step histogram delta (when the kubelet was read)."""
-    dra = nodemode.is_dra(path)
     out: dict = {"node": node, "path": path,
                  "pods": [{"pod": t.pod, "schedule_s": t.phase("schedule"), "start_s": t.phase("start"),
                                          "scheduled_from_event": t.scheduled_precise} for t in times]}
@@ -49,7 +37,7 @@ def latency_summary(node: str, times: list[latency.PodTimes], alloc: metrics.His
         out["allocate"] = "not checked (nodes/proxy not granted)"
     elif alloc and alloc.count > 0:
         out["allocate"] = {"n": int(alloc.count), "mean_s": alloc.sum / alloc.count,
-                           "p99_bucket_le_s": alloc.quantile_upper_bound(0.99), "step": allocate_step(dra)}
+                           "p99_bucket_le_s": alloc.quantile_upper_bound(0.99), "step": step}
     return out
 
 
@@ -63,14 +51,16 @@ def latency_properties(summary: dict) -> dict[str, float | None]:
 
 
 def latency_findings(node: str, times: list[latency.PodTimes], thresholds: dict[str, float],
-                     alloc: metrics.Histogram | None, allocate_p99: float, dra: bool = False) -> list[Finding]:
+                     alloc: metrics.Histogram | None, allocate_p99: float,
+                     step: str = AllocationPath().allocate_step) -> list[Finding]:
     """Every configured threshold (scheduleP99, startP50, startP99 from server timestamps; allocateP99 from the
-    Allocate histogram delta's p99 bucket bound) holds; all violations in one FAIL-LATENCY-THRESHOLD finding."""
+    allocation step's histogram delta's p99 bucket bound, `step` naming that step) holds; all violations in one
+    FAIL-LATENCY-THRESHOLD finding."""
     violations = latency.evaluate(times, thresholds)
     if alloc and alloc.count > 0:
         p99 = alloc.quantile_upper_bound(0.99)
         if p99 is not None and p99 > allocate_p99:
-            violations.append(latency.Violation(f"allocateP99 ({allocate_step(dra)})", p99, allocate_p99,
+            violations.append(latency.Violation(f"allocateP99 ({step})", p99, allocate_p99,
                                                 int(alloc.count), [("mean", alloc.sum / alloc.count)]))
     if not violations:
         return []

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpuconform import config, pods
+from gpuconform import config, nodes, pods
 from gpuconform.pytest_plugin import nodecheck
 from gpuconform.reasons import EnvironmentProblem, Violation
 
@@ -47,7 +47,7 @@ class Hung:
 
 def fake_run(refuse: str | None = None, **overrides: str) -> SimpleNamespace:
     cfg = config.load(None, overrides, environ={})
-    node = SimpleNamespace(resource="nvidia.com/gpu", free=4, path="device-plugin")
+    node = nodes.GpuNode("gpu-a", True, True, 4, 4, ())
     inventory = SimpleNamespace(node=lambda name: node, refresh_node=lambda name: {"status": {}},
                                 find_plugin=lambda name: SimpleNamespace(pods=[]))
     return SimpleNamespace(cfg=cfg, run_id="r1", spaces=Spaces(refuse), hung=Hung(), inventory=inventory)
@@ -128,7 +128,9 @@ def test_what_one_device_of_a_workload_check_is_depends_on_the_path(path, device
 
     run = fake_run()
     labelled = counts.Expectation("nvidia.com/gpu", 2, 3, "labels", mig_strategy="single")
-    run.inventory.node = lambda name: SimpleNamespace(resource="gpu.nvidia.com", path=path, device_class=device_class)
+    driver = "gpu.nvidia.com" if device_class else ""
+    run.inventory.node = lambda name: nodes.GpuNode("gpu-a", True, True, 2, 2, (), "gpu.nvidia.com", path=path,
+                                                    dra_driver=driver, device_class=device_class)
     run.inventory.expectation = lambda name, obj=None: labelled
     exp = nodecheck.make(run, "gpu-a", "t").workload_expectation()
     assert (exp.unit, exp.per_device) == (unit, 3 if path == "device-plugin" else 1)

@@ -535,7 +535,7 @@ def test_vector_add_on_a_dra_extended_resource_node_requests_the_extended_name(m
     check.run, check.node, check.cfg, check.run_id, check.timeouts = Run(), "n1", cfg, "r1", cfg.timeouts
     p = check.vector_add_pod()
     assert p["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
-    assert "resourceClaims" not in p["spec"] and check.dra
+    assert "resourceClaims" not in p["spec"] and check.facts.by_claim
 
 
 def test_the_probes_sidecar_asks_for_no_gpu_on_either_path():

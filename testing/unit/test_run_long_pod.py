@@ -70,7 +70,9 @@ def test_without_a_changing_heartbeat_the_pod_exits_after_the_limit_and_says_why
     out, _ = p.communicate(timeout=30)
     took = time.monotonic() - t0
     assert p.returncode == 0, out
-    assert 2 <= took < 10, (took, out)
+    # `date +%s` counts whole seconds: "more than 1 s" by the container's clock is 2 ticks, which can come just over
+    # 1 s of real time after the first read
+    assert 1 <= took < 10, (took, out)
     assert "== orphaned ==" in out and "limit 1s): its runner is gone; exiting to free the device" in out
     assert len(probes.rounds(out)) >= 2  # it did its device check in rounds until then
 

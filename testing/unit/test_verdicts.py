@@ -133,10 +133,10 @@ def test_burst_whole_gpus_each_once():
 
 
 def test_burst_on_the_dra_path_names_a_device_injected_into_two_claims_containers():
-    found, _ = burst_findings("n", burst(smi((G0, [])), smi((G0, []))), 1, dra=True)
+    found, _ = burst_findings("n", burst(smi((G0, [])), smi((G0, []))), 1, own_claims=True)
     assert [f.code for f in found] == ["FAIL-DRA-DOUBLE-INJECTION"]
     assert "burst0, burst1), each with its own ResourceClaim" in found[0].message
-    assert burst_findings("n", burst(smi((G0, [])), smi((G1, []))), 1, dra=True)[0] == []
+    assert burst_findings("n", burst(smi((G0, [])), smi((G1, []))), 1, own_claims=True)[0] == []
 
 
 def test_burst_time_slicing_up_to_the_replica_count_per_gpu():

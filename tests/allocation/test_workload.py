@@ -16,16 +16,9 @@ def test_vector_add_succeeds_through_the_plugin(check):
     check.needs_nvidia_tooling("the CUDA vector-add sample")
     check.needs_free_gpus(1)
     name, state = check.run_to_completion(check.vector_add_pod())
-    status = (state or {}).get("status") or {}
-    if check.gpu.extended_resource:  # the audit trail: which claim the scheduler made for the extended resource
-        made = status.get("extendedResourceClaimStatus") or {}
-        check.record("allocated_through", f"{check.gpu.extended_resource} (extended resource, KEP-5004): "
-                     f"ResourceClaim {made.get('resourceClaimName') or '(not recorded)'} of DeviceClass "
-                     f"{check.gpu.device_class}")
-    elif check.dra:  # ... and which claim the pod's template made
-        made = [r.get("resourceClaimName") or "(not recorded)" for r in status.get("resourceClaimStatuses") or []]
-        check.record("allocated_through", f"ResourceClaim {', '.join(made) or '(not recorded)'} of DeviceClass "
-                     f"{check.gpu.device_class}")
+    through = check.path.allocated_through(state)
+    if through:  # the audit trail: which claim the pod's template or the scheduler made
+        check.record("allocated_through", through)
     check.hand_over(verdicts.vector_add_findings(check.node, name, check.resource, check.log(name),
                                                  pods.exit_code(state)))
 
@@ -68,41 +61,7 @@ def test_kubelet_assigned_devices_match_what_the_pod_sees(check):
     uuid attribute) are those the container sees, and, with the node probe, those the kubelet's PodResources List
     records for the container (dynamic_resources)."""
     check.needs_nvidia_tooling("matching the kubelet's device IDs to nvidia-smi UUIDs")
-    if check.dra:  # the record of a DRA pod's devices is its claim's allocation (the API; no node probe)
-        check.needs(check.granted("resourceclaims"), "get resourceclaims is not granted: a DRA pod's allocation "
-                                                     "is not read (manifests/rbac.yaml)")
-        check.needs_free_gpus(1)
-        holder = check.start(check.probe_pod("record", "kubelet-record", 1, hold_s=timing.POD_HOLD_S))
-        check.wait_running(holder)
-        seen = verdicts.Seen.from_log(holder, 1, check.log_until(holder))
-        claims = check.claims_of(holder)
-        found, ev = verdicts.dra.claim_device_findings(check.node, holder, check.gpu.dra_driver, claims,
-                                                       check.resource_slices(), seen.ids)
-        check.note("claim allocation", ev)
-        check.hand_over(found)
-        if check.probe_off():  # the kubelet's own record needs the node probe; the claim's was judged
-            return
-        found, ev = verdicts.dra.kubelet_claim_findings(check.node, check.probe("record"), check.namespace(), holder,
-                                                        "probe", check.gpu.dra_driver, claims)
-        check.note("kubelet's record (PodResources dynamic_resources)", ev)
-        check.record("kubelet_claim_devices", ", ".join(ev.get("kubelet records (pool/device)") or []) or "none")
-        check.hand_over(found)
-        return
-    check.needs(check.cfg.get("nodeProbe.enabled"), "nodeProbe.enabled is false: the kubelet's record is not checked")
-    check.needs_free_gpus(1)
-    holder = check.start(check.probe_pod("record", "kubelet-record", 1, hold_s=timing.POD_HOLD_S))
-    check.wait_running(holder)
-    seen = verdicts.Seen.from_log(holder, 1, check.log_until(holder))
-    report = check.probe("record")
-    twice = verdicts.double_assignment_findings(check.node, report)
-    if twice and twice[0].code == "FAIL-DOUBLE-ALLOCATION":  # only pods still running count (kubelets before 1.34)
-        active = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in check.pods_on_node()}
-        twice = verdicts.double_assignment_findings(check.node, report, active)
-    check.hand_over(twice)
-    found, ev = verdicts.assignment_findings(check.node, report, check.namespace(), holder, "probe", check.resource,
-                                             seen.ids)
-    check.note("assignment", ev)
-    check.hand_over(found)
+    check.path.kubelet_record()
 
 
 @pytest.mark.spans_run
@@ -155,7 +114,7 @@ def test_burst_allocates_every_free_gpu_once_and_one_more_waits(check):
     tainted so."""
     check.needs_nvidia_tooling("telling devices apart by nvidia-smi UUID")
     free = check.needs_free_gpus(1)
-    tainted = dradevices.withheld(check.gpu.dra_driver, check.resource_slices(), check.taint_rules()) if check.dra else {}
+    withheld = check.path.withheld()
     exp = check.workload_expectation()
     n = verdicts.burst_size(free, check.cfg.get("limits.maxGpusPerNode"))
     names = [check.start(check.probe_pod(f"burst{i}", "burst", 1, hold_s=timing.POD_HOLD_S)) for i in range(n)]
@@ -163,25 +122,11 @@ def test_burst_allocates_every_free_gpu_once_and_one_more_waits(check):
     # only when the burst took every free device can one more be expected to wait
     extra = check.start(check.probe_pod("burst-extra", "burst", 1)) if n == free else None
     seen = [verdicts.Seen.from_log(name, 1, check.log_until(name)) for name in names]
-    findings, owners = verdicts.burst_findings(check.node, seen, exp.per_device, dra=check.dra)
+    findings, owners = verdicts.burst_findings(check.node, seen, exp.per_device, own_claims=check.facts.by_claim)
     check.note("device owners", {"resource": check.resource, "per device": exp.per_device, "owners": owners})
     check.hand_over(findings)
     state = check.wait_running(extra, allow=("SKIP-F07-BUSY",))[extra] if extra else None
-    if check.dra:  # what the kubelet reports of the health of the devices the run holds on the node
-        held = check.run_pods_on_node()  # the burst's pods and the run-long check's: every device not others'
-        entries = verdicts.dra.health_entries(held)
-        unhealthy = {e["pod"] for e in entries if e["health"] == "Unhealthy"}
-        found, ev = verdicts.dra.health_findings(check.node, check.gpu.dra_driver, entries,
-                                                 {p: check.claims_of_pod(held[p]) for p in unhealthy}, tainted)
-        check.note("device health", ev)
-        check.record("device_health", ev["summary"])
-        check.hand_over(found)
-    if tainted:  # the scheduler kept the tainted devices out of every claim, the extra pod's too
-        found, ev = verdicts.dra.tainted_allocation_findings(
-            check.node, check.gpu.dra_driver, {p: check.claims_of(p) for p in names + ([extra] if extra else [])},
-            tainted)
-        check.note("device taints", ev)
-        check.hand_over(found)
+    check.path.after_burst(names, extra, withheld)
     if state is not None:
         check.hand_over(verdicts.extra_pod_findings(check.node, state, check.resource, n))
 
@@ -201,7 +146,7 @@ def test_a_shared_claim_gives_its_pods_one_device_and_is_released_after_them(che
                                            hold_s=timing.POD_HOLD_S)) for i in range(2)]
     check.wait_running(*holders)
     seen = {p: verdicts.Seen.from_log(p, 1, check.log_until(p)).ids for p in holders}
-    found, ev = verdicts.dra.shared_claim_findings(check.node, check.claim(claim), check.gpu.dra_driver,
+    found, ev = verdicts.dra.shared_claim_findings(check.node, check.claim(claim), check.facts.driver,
                                                    check.resource_slices(), seen)
     check.note("shared claim", ev)
     check.hand_over(found)
@@ -223,7 +168,7 @@ def test_a_mig_device_and_its_parent_gpu_are_never_both_allocated(check):
     no MIG device is allocated even with its GPU free."""
     check.needs(check.granted("resourceclaims/create"), "create resourceclaims is not granted: the MIG and parent "
                                                         "claims are not made (manifests/rbac.yaml)")
-    driver, slices = check.gpu.dra_driver, check.resource_slices()
+    driver, slices = check.facts.driver, check.resource_slices()
     parents, mig_class = dradevices.mig_parents(driver, slices), nodemode.MIG_DEVICE_CLASSES.get(driver, "")
     if not parents or not mig_class:
         check.hand_over([verdicts.Finding("NOTCHECKED-DRA-NO-MIG", f"{check.node}: {driver} publishes no MIG device "
@@ -264,7 +209,7 @@ def test_an_admin_access_claim_is_refused_in_a_namespace_without_the_label(check
     check.needs(check.granted("resourceclaims/create"), "create resourceclaims is not granted: admin access is not "
                                                         "tried (manifests/rbac.yaml)")
     trial, labels = check.admin_access_trial()
-    found, ev = verdicts.dra.admin_access_findings(check.node, check.namespace(), labels, check.gpu.device_class,
+    found, ev = verdicts.dra.admin_access_findings(check.node, check.namespace(), labels, check.facts.device_class,
                                                    trial)
     check.note("admin access", ev)
     check.record("admin_access", ev.get("verdict") or f"HTTP {trial.get('status')}")

@@ -38,12 +38,12 @@ def test_gpu_pod_start_latency_is_under_thresholds(check):
     times = [latency.pod_times(check.pod_state(n), check.events(n)) for n in done]
     thresholds = {k: check.cfg.seconds(f"thresholds.{k}") for k in THRESHOLDS}
     after = check.kubelet_metrics()
-    alloc = verdicts.allocate_delta(before, after, check.resource, dra=check.dra)
+    alloc = verdicts.allocate_delta(before, after, *check.facts.allocate_metric)
     sample = verdicts.latency_summary(check.node, times, alloc, kubelet_read=before is not None and after is not None,
-                                      path=check.gpu.path)
+                                      path=check.facts.name, step=check.facts.allocate_step)
     for k, v in verdicts.latency_properties(sample).items():
         check.record(k, v)
     check.measure("latency", sample)
     check.note("latency", sample)
     check.hand_over(verdicts.latency_findings(check.node, times, thresholds, alloc,
-                                              check.cfg.seconds("thresholds.allocateP99"), dra=check.dra))
+                                              check.cfg.seconds("thresholds.allocateP99"), check.facts.allocate_step))

@@ -27,21 +27,7 @@ def test_gpu_resource_is_in_node_capacity(check):
     node's own labels) with a non-zero count. On a DRA node: its GPU DRA driver publishes the node's pools, each
     complete (resourceSliceCount slices at its generation, within a few seconds of a republish) and listing
     devices. On a device-plugin node, no GPU DRA driver publishes the same node's GPUs."""
-    if check.dra:
-        slices, waited = check.settled_slices()  # a pool being republished is seen incomplete for a moment
-        found, ev = verdicts.dra.slice_findings(check.node, check.gpu.dra_driver, slices)
-        if waited:
-            ev["waited for incomplete pools to settle"] = f"{waited:.1f}s"
-        check.note("ResourceSlices", ev)
-        check.record("dra_devices", sum(len(p["devices"]) for p in ev["pools"].values()))
-        check.hand_over(found)
-        return
-    node = check.node_object()
-    exp = check.expectation(node)
-    check.note("expected resources", {"pool": exp.describe(), "resources": exp.resources, "basis": exp.basis})
-    twice, ev = check.offered_twice(node, exp.resources)
-    check.note("GPU DRA drivers on this node", ev)
-    check.hand_over(verdicts.capacity_findings(node, exp) + twice)
+    check.path.capacity()
 
 
 @pytest.mark.at_run_end
@@ -52,21 +38,7 @@ def test_kubelet_counts_the_plugin_registration(check):
     driver's registration socket as registered (plugin_manager_total_plugins, state actual_state_of_world), and
     the kubelet did not restart during the run."""
     check.needs(check.granted("nodes/proxy"), "nodes/proxy not granted: kubelet metrics not checked")
-    kubelet = check.run.kubelet
-    samples = check.kubelet_metrics()
-    if check.dra:
-        found, ev = verdicts.dra.registration_metric_findings(
-            check.node, check.gpu.dra_driver, samples, verdicts.kubelet_started(samples),
-            kubelet.kubelet_started_before.get(check.node))
-        check.note("plugin manager", ev)
-        check.hand_over(found)
-        return
-    now = verdicts.registration_counts(samples, check.expectation().resources)
-    started, started_before = verdicts.kubelet_started(samples), kubelet.kubelet_started_before.get(check.node)
-    before = kubelet.registration_before.get(check.node) or {}
-    check.note("registration_total", {"at_start": before, "now": now, "kubelet_process_start_at_start": started_before,
-                                      "kubelet_process_start_now": started})
-    check.hand_over(verdicts.registration_findings(check.node, now, before, started, started_before))
+    check.path.registration(check.kubelet_metrics())
 
 
 @pytest.mark.node_probe
@@ -77,15 +49,7 @@ def test_plugin_socket_exists_in_device_plugins_dir(check):
     check.needs(check.cfg.get("nodeProbe.enabled"), "nodeProbe.enabled is false: socket not checked")
     check.needs_usable_node()
     name, state = check.run_to_completion(check.socket_probe_pod())
-    listing = check.log(name)
-    if check.dra:
-        check.note("plugins_registry listing", listing)
-        check.hand_over(verdicts.dra.registrar_findings(check.node, check.gpu.dra_driver, listing,
-                                                        pods.exit_code(state)))
-        return
-    check.note("device-plugins listing", listing)
-    want = check.expectation().sockets(check.cfg.get("plugin.socket"))
-    check.hand_over(verdicts.socket_findings(check.node, listing, want, pods.exit_code(state)))
+    check.path.socket(check.log(name), pods.exit_code(state))
 
 
 @pytest.mark.gpu_operator

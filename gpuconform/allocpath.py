@@ -1,0 +1,66 @@
+"""One GPU node's allocation path as typed facts (pure), after the Kubernetes storage e2e framework's driver
+interface (test/e2e/storage/framework/testdriver.go: one test body, the driver's capabilities decide what applies):
+what one device is asked for by, what the kubelet measures and records of its allocation, where the plugin
+registers and which checks are made on it. The paths: a container device plugin, a DRA driver, and a DRA driver
+behind an extended resource name (gpuconform/nodemode.py decides which a node is on). The checks' path-specific
+steps are gpuconform/pytest_plugin/paths.py; the verdicts take these facts, never the path's name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import catalog, nodemode
+
+# What the kubelet measures of one allocation (kubernetes v1.37.2): the device plugin's Allocate RPC
+# (pkg/kubelet/metrics/metrics.go DevicePluginAllocationDuration), or, on a DRA node, its own NodePrepareResources
+# step per pod start, successes only (pkg/kubelet/metrics/metrics.go:1161 DRAOperationsDuration, subsystem "dra";
+# pkg/kubelet/cm/dra/manager.go:243 observes "PrepareResources").
+ALLOC_DURATION = "kubelet_device_plugin_alloc_duration_seconds"
+DRA_PREPARE_DURATION = "dra_operations_duration_seconds"
+DRA_PREPARE = {"operation_name": "PrepareResources", "is_error": "false"}
+
+
+@dataclass(frozen=True)
+class AllocationPath:
+    name: str = nodemode.DEVICE_PLUGIN  # nodemode's path: for the report, never for a decision
+    # What a pod requests instead of naming a claim: the node's GPU resource (device plugin) or the extended
+    # resource name a DeviceClass serves (dra-extended-resource); "" where pods ask by claim only
+    resource: str = "nvidia.com/gpu"
+    driver: str = ""  # the GPU DRA driver ("" for a device plugin)
+    device_class: str = ""  # the DeviceClass the checks' claims name ("" for a device plugin)
+    mig: bool = False  # one device is a MIG device of the driver's MIG class (GPUs in MIG mode on a DRA node)
+
+    @property
+    def by_claim(self) -> bool:
+        """A pod's devices come from a ResourceClaim of its own (a DRA driver allocates through the scheduler)."""
+        return bool(self.driver)
+
+    @property
+    def registry_dir(self) -> str:
+        """The kubelet directory the plugin registers in: a device plugin serves its socket in device-plugins, a
+        DRA kubelet plugin registers through plugins_registry (pkg/kubelet/pluginmanager)."""
+        return "plugins_registry" if self.by_claim else "device-plugins"
+
+    @property
+    def allocate_metric(self) -> tuple[str, dict[str, str]]:
+        """The kubelet histogram that times one allocation step, with its labels."""
+        if self.by_claim:
+            return DRA_PREPARE_DURATION, DRA_PREPARE
+        return ALLOC_DURATION, {"resource_name": self.resource}
+
+    @property
+    def allocate_step(self) -> str:
+        """What the allocateP99 threshold measures here, in words."""
+        return "kubelet NodePrepareResources" if self.by_claim else "kubelet Allocate RPC"
+
+    def not_made(self, check: str) -> str:
+        """Why `check` (its test function's name) is not made on this path ("" where it is)."""
+        c = catalog.BY_NAME.get(check)
+        if c is None or not self.by_claim or c.dra:
+            return ""
+        return c.not_on_dra or "this check is made on device-plugin nodes only so far"
+
+    def made_only_elsewhere(self, check: str) -> bool:
+        """`check` is made on DRA paths only and this is not one (it is deselected here)."""
+        c = catalog.BY_NAME.get(check)
+        return c is not None and c.dra_only and not self.by_claim

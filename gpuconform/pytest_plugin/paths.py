@@ -1,0 +1,229 @@
+"""The checks' path-specific steps, one class per allocation path, after the Kubernetes storage e2e framework's
+TestDriver (test/e2e/storage/framework/testdriver.go): each check in tests/ has one body and calls these steps for
+what its node's path reads and records; the facts they rest on are the node's AllocationPath
+(gpuconform/allocpath.py). A step reads (through the NodeCheck), hands findings over and notes evidence; the
+decisions stay in gpuconform/verdicts/. `for_check` picks the node's class: no test body asks which path it is on."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpuconform import counts, dradevices, nodemode, timing, verdicts
+from gpuconform.reasons import REASONS
+
+if TYPE_CHECKING:
+    from .nodecheck import NodeCheck
+
+
+class DevicePluginPath:
+    """A container device plugin advertises the node's GPUs as an extended resource."""
+
+    def __init__(self, check: "NodeCheck"):
+        self.check = check
+        self.facts = check.gpu.allocation
+
+    # ------------------------------------------------------------ registration
+
+    def capacity(self) -> None:
+        """Each GPU resource in capacity and allocatable; no GPU DRA driver publishes the same GPUs."""
+        c = self.check
+        node = c.node_object()
+        exp = c.expectation(node)
+        c.note("expected resources", {"pool": exp.describe(), "resources": exp.resources, "basis": exp.basis})
+        twice, ev = c.offered_twice(node, exp.resources)
+        c.note("GPU DRA drivers on this node", ev)
+        c.hand_over(verdicts.capacity_findings(node, exp) + twice)
+
+    def registration(self, samples: list) -> None:
+        """kubelet_device_plugin_registration_total per resource, and no restart, during the run."""
+        c, kubelet = self.check, self.check.run.kubelet
+        now = verdicts.registration_counts(samples, c.expectation().resources)
+        started, started_before = verdicts.kubelet_started(samples), kubelet.kubelet_started_before.get(c.node)
+        before = kubelet.registration_before.get(c.node) or {}
+        c.note("registration_total", {"at_start": before, "now": now, "kubelet_process_start_at_start": started_before,
+                                      "kubelet_process_start_now": started})
+        c.hand_over(verdicts.registration_findings(c.node, now, before, started, started_before))
+
+    def socket(self, listing: str, exit_code: int | None) -> None:
+        """One socket per resource in the kubelet's device-plugins directory."""
+        c = self.check
+        c.note("device-plugins listing", listing)
+        want = c.expectation().sockets(c.cfg.get("plugin.socket"))
+        c.hand_over(verdicts.socket_findings(c.node, listing, want, exit_code))
+
+    # ------------------------------------------------------------ counts
+
+    def counts(self) -> None:
+        """capacity = allocatable = count x replicas (or the MIG profiles), as the node's labels say."""
+        c = self.check
+        node = c.node_object()
+        exp = c.expectation(node)
+        if counts.may_count_one_model(node, exp) and not c.probe_off() and c.gpu.usable:
+            exp = verdicts.with_pci_count(exp, c.probe("count", required=False))
+        c.note("expectation", {"pool": exp.describe(), **exp.__dict__})
+        logs = None
+        if verdicts.unhealthy_ids_needed(node, exp):  # the plugin log names the Unhealthy devices
+            logs = [c.run.spaces.pod_log(p["metadata"]["namespace"], p["metadata"]["name"], tail=500)
+                    for p in c.plugin().pods]
+        cap, alloc = counts.advertised(node, exp.resource)
+        for k, v in (("expected", exp.advertised), ("capacity", cap), ("allocatable", alloc)):
+            c.record(k, v)
+        c.hand_over(verdicts.count_findings(node, exp, logs))
+
+    def pci(self, report: dict) -> None:
+        """The PCI GPUs match the labels and what is advertised; the kubelet's allocatable list agrees."""
+        c = self.check
+        exp = c.expectation(c.node_object())
+        # the node object trails the kubelet's live list by up to one node-status period (a plugin that has just
+        # re-registered): judge it once it has caught up, or after that period
+        node, waited = c.node_status_caught_up(lambda n: verdicts.allocatable_agrees(exp, n, report))
+        hw, hw_ev = verdicts.hardware_findings(c.node, exp, node, report)
+        al, al_ev = verdicts.allocatable_findings(c.node, exp, node, report)
+        if waited:
+            al_ev["waited for the node status"] = f"{waited:.1f}s"
+        c.note("PCI hardware", {**hw_ev, "GPUs per NUMA node": verdicts.numa_counts(report)})
+        c.note("kubelet allocatable list", al_ev)
+        c.record("pci_gpus", len(hw_ev.get("pci GPUs", [])))
+        found = hw + al + verdicts.reported_numa_findings(c.node, exp, report)
+        c.hand_over(verdicts.folded([f for f in found if REASONS[f.code].outcome == "fail"] or found))
+
+    # ------------------------------------------------------------ workloads
+
+    def allocated_through(self, state: dict | None) -> str:
+        """The audit trail of how a pod got its device ("" where there is nothing beyond its request)."""
+        return ""
+
+    def kubelet_record(self) -> None:
+        """The kubelet's PodResources List names the devices the container sees; none assigned twice."""
+        c = self.check
+        c.needs(c.cfg.get("nodeProbe.enabled"), "nodeProbe.enabled is false: the kubelet's record is not checked")
+        c.needs_free_gpus(1)
+        holder = c.start(c.probe_pod("record", "kubelet-record", 1, hold_s=timing.POD_HOLD_S))
+        c.wait_running(holder)
+        seen = verdicts.Seen.from_log(holder, 1, c.log_until(holder))
+        report = c.probe("record")
+        twice = verdicts.double_assignment_findings(c.node, report)
+        if twice and twice[0].code == "FAIL-DOUBLE-ALLOCATION":  # only pods still running count (kubelets < 1.34)
+            active = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in c.pods_on_node()}
+            twice = verdicts.double_assignment_findings(c.node, report, active)
+        c.hand_over(twice)
+        found, ev = verdicts.assignment_findings(c.node, report, c.namespace(), holder, "probe", c.resource, seen.ids)
+        c.note("assignment", ev)
+        c.hand_over(found)
+
+    def withheld(self) -> dict[str, list[str]]:
+        """Devices withheld from allocation by a taint (a DRA notion: none here)."""
+        return {}
+
+    def after_burst(self, names: list[str], extra: str | None, withheld: dict[str, list[str]]) -> None:
+        """What the burst judges beyond its pods' devices (nothing more on this path)."""
+
+
+class DraPath(DevicePluginPath):
+    """A DRA driver publishes the node's GPUs as ResourceSlices; each pod's devices come from a claim of its own
+    (behind an extended resource name on dra-extended-resource, for the pods that request it)."""
+
+    def capacity(self) -> None:
+        """The driver's pools for the node exist, are complete (after a republish settles) and list devices."""
+        c = self.check
+        slices, waited = c.settled_slices()  # a pool being republished is seen incomplete for a moment
+        found, ev = verdicts.dra.slice_findings(c.node, self.facts.driver, slices)
+        if waited:
+            ev["waited for incomplete pools to settle"] = f"{waited:.1f}s"
+        c.note("ResourceSlices", ev)
+        c.record("dra_devices", sum(len(p["devices"]) for p in ev["pools"].values()))
+        c.hand_over(found)
+
+    def registration(self, samples: list) -> None:
+        """The kubelet's plugin manager holds the driver as registered, and the kubelet did not restart."""
+        c = self.check
+        found, ev = verdicts.dra.registration_metric_findings(
+            c.node, self.facts.driver, samples, verdicts.kubelet_started(samples),
+            c.run.kubelet.kubelet_started_before.get(c.node))
+        c.note("plugin manager", ev)
+        c.hand_over(found)
+
+    def socket(self, listing: str, exit_code: int | None) -> None:
+        """The driver's registration socket in the kubelet's plugins_registry directory."""
+        c = self.check
+        c.note("plugins_registry listing", listing)
+        c.hand_over(verdicts.dra.registrar_findings(c.node, self.facts.driver, listing, exit_code))
+
+    def counts(self) -> None:
+        """No device tainted out of service (slice or DeviceTaintRule); as many GPUs published as counted."""
+        c = self.check
+        exp = c.expectation(c.node_object())
+        found, ev = verdicts.dra.count_findings(c.node, self.facts.driver, c.resource_slices(), exp, c.taint_rules())
+        c.note("published devices", ev)
+        for k, v in (("expected", ev["expected"]), ("published", len(ev["GPUs published (whole or as MIG devices)"])),
+                     ("tainted_out_of_service", len(ev["tainted out of service"]))):
+            c.record(k, v)
+        c.hand_over(found)
+
+    def pci(self, report: dict) -> None:
+        """The physical GPUs the driver publishes equal the GPUs on the PCI bus."""
+        c = self.check
+        found, ev = verdicts.dra.devices_hardware_findings(c.node, self.facts.driver, c.resource_slices(), report,
+                                                           c.cfg.get("vendor"))
+        c.note("PCI hardware and published devices", ev)
+        c.record("pci_gpus", len(ev.get("pci GPUs", [])))
+        c.hand_over(found)
+
+    def allocated_through(self, state: dict | None) -> str:
+        """The claim the pod's template made, or the one the scheduler made for the extended resource."""
+        status, f = (state or {}).get("status") or {}, self.facts
+        if f.resource:
+            made = status.get("extendedResourceClaimStatus") or {}
+            return (f"{f.resource} (extended resource, KEP-5004): ResourceClaim "
+                    f"{made.get('resourceClaimName') or '(not recorded)'} of DeviceClass {f.device_class}")
+        made = [r.get("resourceClaimName") or "(not recorded)" for r in status.get("resourceClaimStatuses") or []]
+        return f"ResourceClaim {', '.join(made) or '(not recorded)'} of DeviceClass {f.device_class}"
+
+    def kubelet_record(self) -> None:
+        """The pod's claim's allocation is what its container sees; with the node probe, the kubelet's
+        PodResources List (dynamic_resources) records the same devices."""
+        c, driver = self.check, self.facts.driver
+        c.needs(c.granted("resourceclaims"), "get resourceclaims is not granted: a DRA pod's allocation is not read "
+                                             "(manifests/rbac.yaml)")
+        c.needs_free_gpus(1)
+        holder = c.start(c.probe_pod("record", "kubelet-record", 1, hold_s=timing.POD_HOLD_S))
+        c.wait_running(holder)
+        seen = verdicts.Seen.from_log(holder, 1, c.log_until(holder))
+        claims = c.claims_of(holder)
+        found, ev = verdicts.dra.claim_device_findings(c.node, holder, driver, claims, c.resource_slices(), seen.ids)
+        c.note("claim allocation", ev)
+        c.hand_over(found)
+        if c.probe_off():  # the kubelet's own record needs the node probe; the claim's was judged
+            return
+        found, ev = verdicts.dra.kubelet_claim_findings(c.node, c.probe("record"), c.namespace(), holder, "probe",
+                                                        driver, claims)
+        c.note("kubelet's record (PodResources dynamic_resources)", ev)
+        c.record("kubelet_claim_devices", ", ".join(ev.get("kubelet records (pool/device)") or []) or "none")
+        c.hand_over(found)
+
+    def withheld(self) -> dict[str, list[str]]:
+        """The devices its driver (or a DeviceTaintRule) tainted out of service now."""
+        return dradevices.withheld(self.facts.driver, self.check.resource_slices(), self.check.taint_rules())
+
+    def after_burst(self, names: list[str], extra: str | None, withheld: dict[str, list[str]]) -> None:
+        """What the kubelet reports of the health of the devices the run holds on the node (the burst's pods and the
+        run-long check's: every device not others'), and no claim allocated a device withheld by a taint."""
+        c, driver = self.check, self.facts.driver
+        held = c.run_pods_on_node()
+        entries = verdicts.dra.health_entries(held)
+        unhealthy = {e["pod"] for e in entries if e["health"] == "Unhealthy"}
+        found, ev = verdicts.dra.health_findings(c.node, driver, entries,
+                                                 {p: c.claims_of_pod(held[p]) for p in unhealthy}, withheld)
+        c.note("device health", ev)
+        c.record("device_health", ev["summary"])
+        c.hand_over(found)
+        if withheld:  # the scheduler kept the tainted devices out of every claim, the extra pod's too
+            found, ev = verdicts.dra.tainted_allocation_findings(
+                c.node, driver, {p: c.claims_of(p) for p in names + ([extra] if extra else [])}, withheld)
+            c.note("device taints", ev)
+            c.hand_over(found)
+
+
+def for_check(check: "NodeCheck") -> DevicePluginPath:
+    """The steps of the check's node's allocation path."""
+    return DraPath(check) if nodemode.is_dra(check.gpu.path) else DevicePluginPath(check)
