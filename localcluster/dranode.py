@@ -6,8 +6,12 @@ passes DRA devices to the runtime only as CRI CDIDevices, which Debian's contain
 (port 10260, cgroup root /gpuconform-dra, no CPU manager) and its own mount namespace, in which the host paths a
 node's pods and drivers use are this node's: /var/lib/kubelet, /var/log/pods, /var/lib/gpu-sim (its simulated GPUs:
 hardware.json, device nodes, PCI tree) and /var/run/cdi are bind mounts of DRA_DIRS. Its GPUs are served by the
-simulated DRA driver (images/cmd/gpu-dra-driver, a DaemonSet as NVIDIA's DRA driver chart installs it), published
-under gpu.nvidia.com with NVIDIA's DeviceClass; its labels are the GPU operator's for a node on its DRA stack.
+simulated DRA driver (images/cmd/gpu-dra-driver, a DaemonSet as NVIDIA's DRA driver is installed), published
+under gpu.nvidia.com as NVIDIA's driver publishes (images/internal/dra), in one of the shapes SHAPES: by default
+the GPU operator v26.7.0's DRA stack as it renders (its node labels, its DeviceClass without extendedResourceName,
+its two admin-access operands running on the node). The DRA faults (FAULTS, `dra fault NAME`) break the driver,
+kube-controller-manager, kube-scheduler or admission, or add API objects (a DeviceTaintRule; a second offer of
+the device-plugin node's GPUs).
 
 Opt-in at start-up with GPUCONFORM_BED_DRA=1 (cluster.py up).
 """
@@ -18,6 +22,7 @@ import os
 import shlex
 import ssl
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import cluster
@@ -33,28 +38,80 @@ CTRD_ROOT, CTRD_STATE = BASE / "containerd", Path("/run/gpuconform/containerd-dr
 CTRD_SOCK = CTRD_STATE / "containerd.sock"
 KUBELET_PORT, HEALTHZ_PORT = 10260, 10258
 CGROUP_ROOT = "/gpuconform-dra"
-DRIVER_NS, DRIVER = "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu-kubelet-plugin"
+
+
+@dataclass(frozen=True)
+class Install:
+    """How the driver's kubelet plugin is installed: its namespace, DaemonSet, ServiceAccount (and ClusterRole of
+    that name), the DaemonSet's and its pods' labels and its selector."""
+    namespace: str
+    daemonset: str
+    service_account: str
+    labels: dict[str, str]
+    selector: dict[str, str]
+
+
+# The GPU operator v26.7.0's DRA stack (manifests/state-dra-driver/0500_daemonset.yaml: in the operator's namespace,
+# serviceAccountName nvidia-dra-driver-kubeletplugin) and the driver's own chart at kubernetes-sigs/
+# dra-driver-nvidia-gpu HEAD 95932046 (deployments/helm/dra-driver-nvidia-gpu/templates/kubeletplugin.yaml and
+# _helpers.tpl, released as dra-driver-nvidia-gpu into the namespace of that name, as its demo/clusters/kind script
+# installs it).
+OPERATOR_INSTALL = Install("gpu-operator", "nvidia-dra-driver-kubelet-plugin", "nvidia-dra-driver-kubeletplugin",
+                           {"app.kubernetes.io/name": "nvidia-dra-driver",
+                            "app.kubernetes.io/component": "nvidia-dra-driver-kubelet-plugin",
+                            "app": "nvidia-dra-driver-kubelet-plugin"}, {"app": "nvidia-dra-driver-kubelet-plugin"})
+CHART_INSTALL = Install("dra-driver-nvidia-gpu", "dra-driver-nvidia-gpu-kubelet-plugin",
+                        "dra-driver-nvidia-gpu-service-account-kubeletplugin",
+                        {"app.kubernetes.io/name": "dra-driver-nvidia-gpu", "app.kubernetes.io/instance": "dra-driver-nvidia-gpu",
+                         "dra-driver-nvidia-gpu-component": "kubelet-plugin"},
+                        {"dra-driver-nvidia-gpu-component": "kubelet-plugin"})
+# where an older bed installed it (NVIDIA/k8s-dra-driver-gpu's chart before the move): removed on a shape change
+LEGACY_INSTALL = Install("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu-kubelet-plugin",
+                         "nvidia-dra-driver-gpu-kubelet-plugin", {}, {})
 IMAGES_DRA = {"driver": "localhost/gpuconform/gpu-dra-driver:sim"}
-# The GPU operator's labels for a node on its DRA stack (NVIDIA/gpu-operator: the deploy labels its state manager
-# sets; docs/vendors.md), plus NFD's PCI label and GFD's presence label.
+# The GPU operator's labels for a node on its DRA stack (NVIDIA/gpu-operator v26.7.0 controllers/state_manager.go
+# l.78-81, l.128-165 gpuClusterStateLabels: gpu.deploy.{driver,dra-driver,dra-validator,dcgm-dra,dcgm-exporter-dra}
+# =true; controllers/nodelabeling_controller.go l.262-270 updateGPUStateLabels: the device-plugin stack's own keys,
+# gpu.deploy.device-plugin among them, are removed, never written "false"), plus NFD's PCI label and the operator's
+# presence label.
 LABELS = {"nvidia.com/gpu.present": "true", "feature.node.kubernetes.io/pci-10de.present": "true",
-          "nvidia.com/gpu.deploy.dra-driver": "true", "nvidia.com/gpu.deploy.device-plugin": "false"}
-# How the driver is installed (`dra shape NAME`; state key dra_shape):
-# - operator (default): the GPU operator's DRA stack (LABELS; its DaemonSet selects nvidia.com/gpu.deploy.dra-driver)
-#   with the chart's DeviceClass, which on resource.k8s.io/v1 puts gpu.nvidia.com behind nvidia.com/gpu
-#   (NVIDIA/k8s-dra-driver-gpu deployments/helm/nvidia-dra-driver-gpu/templates/deviceclass-gpu.yaml, read at
-#   jgehrcke/k8s-dra-driver-gpu d7b7d1ec: `extendedResourceName: nvidia.com/gpu` when the API version is v1): the
-#   suite names the node dra-extended-resource;
-# - helm-plain: the driver's own chart on a node whose operator device plugin is switched off by label (its
-#   kubeletPlugin.nodeSelector naming the node), and a DeviceClass without extendedResourceName (as the chart
-#   renders it for resource.k8s.io/v1beta1 and v1beta2, and as drivers without the bridge publish): plain dra;
-# - static-mig: the operator's stack on a node whose GPUs are in MIG mode with their MIG devices made (what the MIG
-#   manager leaves; the mig-mixed hardware: 3g.20gb + 2 x 1g.5gb per GPU): the driver publishes the MIG devices
-#   only, no GPU is left for gpu.nvidia.com or nvidia.com/gpu, and the suite's checks claim mig.nvidia.com.
-SHAPES = ("operator", "helm-plain", "static-mig")
-OPERATOR_SHAPES = ("operator", "static-mig")
+          "nvidia.com/gpu.deploy.driver": "true", "nvidia.com/gpu.deploy.dra-driver": "true",
+          "nvidia.com/gpu.deploy.dra-validator": "true", "nvidia.com/gpu.deploy.dcgm-dra": "true",
+          "nvidia.com/gpu.deploy.dcgm-exporter-dra": "true"}
+# The driver's own chart beside the GPU operator's ClusterPolicy stack, whose device plugin is switched off on the
+# node by its deploy label (the ClusterPolicy way: nvidia.com/gpu.deploy.device-plugin=false).
 HELM_LABELS = {"nvidia.com/gpu.present": "true", "feature.node.kubernetes.io/pci-10de.present": "true",
                "nvidia.com/gpu.deploy.device-plugin": "false"}
+# How the driver is installed (`dra shape NAME`; state key dra_shape):
+# - operator (default): the GPU operator v26.7.0's DRA stack (GPUCluster) as it renders: LABELS, the driver's
+#   DaemonSet selecting nvidia.com/gpu.deploy.dra-driver, its DeviceClass gpu.nvidia.com WITHOUT
+#   extendedResourceName (NVIDIA/gpu-operator v26.7.0 manifests/state-dra-driver/0400_deviceclass-gpu.yaml), so the
+#   suite names the node plain dra, and its two admin-access operands on the node (operator_objects): the DRA
+#   validator (one GPU) and dcgm-exporter (all GPUs), whose claims the scheduler does not count as allocated, so
+#   every GPU stays free for tenants;
+# - chart-override: the driver's own chart (kubernetes-sigs/dra-driver-nvidia-gpu deployments/helm/
+#   dra-driver-nvidia-gpu) rendered with resources.gpus.enabled and gpuResourcesEnabledOverride=true (the chart
+#   refuses the GPU class beside a device plugin otherwise: templates/validation.yaml l.33-42), whose DeviceClass
+#   (templates/deviceclass-gpu.yaml) on resource.k8s.io/v1 puts gpu.nvidia.com behind `extendedResourceName:
+#   nvidia.com/gpu`: the suite names the node dra-extended-resource. Installed as helm-plain is (HELM_LABELS, the
+#   chart's kubelet plugin pinned to the node). Until issue 28 this was the `operator` shape;
+# - helm-plain: the same chart install with a DeviceClass without extendedResourceName (as the chart renders it
+#   for resource.k8s.io/v1beta1 and v1beta2, and as drivers without the bridge publish): plain dra;
+# - static-mig: the operator's DRA stack (as `operator`: labels, class without extendedResourceName, the two
+#   operands) on a node whose GPUs are in MIG mode with their MIG devices made (the mig-mixed hardware: 3g.20gb +
+#   2 x 1g.5gb per GPU): the driver publishes the MIG devices only, so no GPU is left for gpu.nvidia.com and the
+#   suite's checks claim mig.nvidia.com. The operator's two operands ask gpu.nvidia.com, which offers nothing
+#   here, so they stay Pending, as v26.7.0's would (its templates have no MIG variant, and its DRA stack runs no
+#   MIG manager: the mig-manager deploy key is among those it removes).
+SHAPES = ("operator", "chart-override", "helm-plain", "static-mig")
+OPERATOR_SHAPES = ("operator", "static-mig")
+EXTENDED_SHAPES = ("chart-override",)  # DeviceClass gpu.nvidia.com with extendedResourceName nvidia.com/gpu
+# The GPU operator's namespace (the Helm chart's default; the bed's validator lives there too, cluster.OPERATOR_NS)
+# and its two admin-access operands on a DRA node (operator_objects).
+OPERATOR_NS = cluster.OPERATOR_NS
+VALIDATOR_DS, VALIDATOR_TEMPLATE = "nvidia-dra-validator", "nvidia-dra-validator-gpu"
+DCGM_DS, DCGM_TEMPLATE = "nvidia-dcgm-exporter-dra", "nvidia-dcgm-exporter-admin"
+ADMIN_LABEL = "resource.kubernetes.io/admin-access"
 
 
 def shape() -> str:
@@ -148,37 +205,46 @@ def kubelet_config(ip: str) -> Path:
     return path
 
 
-def driver_objects() -> list[dict]:
-    """NVIDIA's DRA driver as its chart installs the kubelet plugin (a DaemonSet on the operator's DRA-stack
-    nodes, privileged, with the kubelet's plugin directories and the CDI directory from the host), its RBAC, and
-    the DeviceClass gpu.nvidia.com (NVIDIA/k8s-dra-driver-gpu deployments/helm templates; docs/vendors.md)."""
-    labels = {"app.kubernetes.io/name": "nvidia-dra-driver-gpu", "app.kubernetes.io/component": "kubelet-plugin"}
+def install(name: str = "") -> Install:
+    """The driver's install in shape `name` (default: the current shape)."""
+    return OPERATOR_INSTALL if (name or shape()) in OPERATOR_SHAPES else CHART_INSTALL
+
+
+def driver_objects(inst: Install | None = None) -> list[dict]:
+    """NVIDIA's DRA driver as the shape installs its kubelet plugin (install(): a DaemonSet, privileged, with the
+    kubelet's plugin directories and the CDI directory from the host; on the operator's DRA-stack nodes by their
+    deploy label, else pinned to the node), its RBAC, and the DeviceClasses gpu.nvidia.com and mig.nvidia.com
+    (NVIDIA/gpu-operator v26.7.0 manifests/state-dra-driver/0400_deviceclass-gpu.yaml, 0410_deviceclass-mig.yaml;
+    the chart's templates/deviceclass-gpu.yaml, deviceclass-mig.yaml; docs/vendors.md)."""
+    inst = inst or install()
+    labels = inst.labels
     host = {"plugins-registry": "/var/lib/kubelet/plugins_registry",
             "plugins": "/var/lib/kubelet/plugins", "cdi": "/var/run/cdi", "gpu-sim": str(cluster.GPU_SIM)}
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DRIVER_NS, "labels": {
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": inst.namespace, "labels": {
             "pod-security.kubernetes.io/enforce": "privileged"}}},
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": DRIVER, "namespace": DRIVER_NS}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": DRIVER},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": inst.service_account,
+                                                                    "namespace": inst.namespace}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": inst.daemonset},
          "rules": [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
                     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
                    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch"]},
                    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": DRIVER},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": DRIVER},
-         "subjects": [{"kind": "ServiceAccount", "name": DRIVER, "namespace": DRIVER_NS}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": inst.daemonset},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": inst.daemonset},
+         "subjects": [{"kind": "ServiceAccount", "name": inst.service_account, "namespace": inst.namespace}]},
         {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
          "spec": {"selectors": [{"cel": {"expression":
                   "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],
-                  **({"extendedResourceName": "nvidia.com/gpu"} if shape() in OPERATOR_SHAPES else {})}},
+                  **({"extendedResourceName": "nvidia.com/gpu"} if shape() in EXTENDED_SHAPES else {})}},
         # MIG devices are asked for by their own class (the chart's mig.nvidia.com; the driver's type attribute)
         {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "mig.nvidia.com"},
          "spec": {"selectors": [{"cel": {"expression":
                   "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"}}]}},
-        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": DRIVER, "namespace": DRIVER_NS,
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": inst.daemonset, "namespace": inst.namespace,
                                                                     "labels": labels},
-         "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
-             "serviceAccountName": DRIVER, "priorityClassName": "system-node-critical",
+         "spec": {"selector": {"matchLabels": inst.selector}, "template": {"metadata": {"labels": labels}, "spec": {
+             "serviceAccountName": inst.service_account, "priorityClassName": "system-node-critical",
              "nodeSelector": ({"nvidia.com/gpu.deploy.dra-driver": "true"} if shape() in OPERATOR_SHAPES
                               else {"kubernetes.io/hostname": NODE}),
              "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
@@ -192,6 +258,131 @@ def driver_objects() -> list[dict]:
              "volumes": [{"name": n, "hostPath": {"path": p, "type": "DirectoryOrCreate"}} for n, p in host.items()],
          }}}},
     ]
+
+
+def operator_objects() -> list[dict]:
+    """The GPU operator v26.7.0's two admin-access operands on a node of its DRA stack, as its GPUCluster renders
+    them (NVIDIA/gpu-operator v26.7.0; the golden renderings internal/state/testdata/golden/gpucluster-dra-
+    validation.yaml and gpucluster-dcgm-exporter-embedded.yaml), with the bed's probe-tools image for theirs:
+    - the DRA validator (manifests/state-dra-validation/0400_resourceclaimtemplate.yaml, 0500_daemonset.yaml): claim
+      template nvidia-dra-validator-gpu asking ExactCount 1 of gpu.nvidia.com with adminAccess; its pods carry
+      app=nvidia-operator-validator (the label the operator's upgrade gate selects, and the suite's
+      operator.validatorSelector); the init container runs `nvidia-smi -L` through the claim;
+    - dcgm-exporter (manifests/state-dcgm-exporter/0400_resourceclaimtemplate.yaml, 0700_daemonset.yaml): claim
+      template nvidia-dcgm-exporter-admin asking allocationMode All of gpu.nvidia.com with adminAccess; here it
+      only lists its GPUs and sleeps (no DCGM, no metrics port, so no probes).
+    The API server accepts adminAccess only in a namespace labelled resource.kubernetes.io/admin-access=true
+    (kubernetes v1.37.2 pkg/registry/resource/utils.go AuthorizedForAdmin), which the operator's GPUCluster
+    controller sets on its namespace (controllers/gpucluster_controller.go l.177-188; set_operands). The scheduler
+    does not count admin-access results as allocated (pkg/scheduler/framework/plugins/dynamicresources/
+    allocateddevices.go), so tenants still get every GPU."""
+    probe = IMAGES["probe"]
+    toleration = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]  # the chart's daemonsets
+
+    def template(name: str, request: str, exactly: dict) -> dict:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": name, "namespace": OPERATOR_NS},
+                "spec": {"spec": {"devices": {"requests": [{"name": request, "exactly": {
+                    "deviceClassName": "gpu.nvidia.com", **exactly, "adminAccess": True}}]}}}}
+
+    val = {"app.kubernetes.io/name": VALIDATOR_DS, "app.kubernetes.io/component": VALIDATOR_DS}
+    dcgm = {"app": DCGM_DS}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": VALIDATOR_DS, "namespace": OPERATOR_NS,
+                                                                    "labels": val}},
+        template(VALIDATOR_TEMPLATE, "validation-gpu", {"allocationMode": "ExactCount", "count": 1}),
+        {"apiVersion": "apps/v1", "kind": "DaemonSet",
+         "metadata": {"name": VALIDATOR_DS, "namespace": OPERATOR_NS, "labels": {**val, "app": VALIDATOR_DS}},
+         "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": VALIDATOR_DS}},
+                  "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
+                  "template": {"metadata": {"labels": {**val, "app": cluster.VALIDATOR}}, "spec": {
+                      "priorityClassName": "system-node-critical", "serviceAccountName": VALIDATOR_DS,
+                      "nodeSelector": {"nvidia.com/gpu.deploy.dra-validator": "true"},
+                      "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                          "nodeSelectorTerms": [{"matchExpressions": [
+                              {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]}]}}},
+                      "tolerations": toleration,
+                      "terminationGracePeriodSeconds": 1,  # not upstream's (default 30 s): sh ignores SIGTERM
+                      "resourceClaims": [{"name": "validation-gpu", "resourceClaimTemplateName": VALIDATOR_TEMPLATE}],
+                      "initContainers": [{"name": "gpu-validation", "image": probe, "imagePullPolicy": "IfNotPresent",
+                                          "command": ["sh", "-c", "nvidia-smi -L"],
+                                          "resources": {"claims": [{"name": "validation-gpu"}]}}],
+                      "containers": [{"name": VALIDATOR_DS, "image": probe, "imagePullPolicy": "IfNotPresent",
+                                      "command": ["sh", "-c", "echo all validations are successful; "
+                                                  "while true; do sleep 86400; done"]}]}}}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": DCGM_DS, "namespace": OPERATOR_NS}},
+        template(DCGM_TEMPLATE, "admin-gpus", {"allocationMode": "All"}),
+        {"apiVersion": "apps/v1", "kind": "DaemonSet",
+         "metadata": {"name": DCGM_DS, "namespace": OPERATOR_NS, "labels": dcgm},
+         "spec": {"selector": {"matchLabels": dcgm}, "updateStrategy": {"type": "RollingUpdate"},
+                  "template": {"metadata": {"labels": dcgm}, "spec": {
+                      "priorityClassName": "system-node-critical", "serviceAccountName": DCGM_DS,
+                      "automountServiceAccountToken": True,
+                      "nodeSelector": {"nvidia.com/gpu.deploy.dcgm-exporter-dra": "true"},
+                      "tolerations": toleration, "terminationGracePeriodSeconds": 1,
+                      "resourceClaims": [{"name": "admin-gpus", "resourceClaimTemplateName": DCGM_TEMPLATE}],
+                      "containers": [{"name": DCGM_DS, "image": probe, "imagePullPolicy": "IfNotPresent",
+                                      "command": ["sh", "-c", "nvidia-smi -L; while true; do sleep 86400; done"],
+                                      "env": [{"name": "DCGM_EXPORTER_LISTEN", "value": ":9400"},
+                                              {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
+                                              {"name": "NODE_NAME", "valueFrom": {"fieldRef": {
+                                                  "fieldPath": "spec.nodeName"}}},
+                                              {"name": "KUBERNETES_ENABLE_DRA", "value": "true"}],
+                                      "securityContext": {"privileged": True},
+                                      "resources": {"claims": [{"name": "admin-gpus"}]},
+                                      "volumeMounts": [{"name": "pod-gpu-resources", "readOnly": True,
+                                                        "mountPath": "/var/lib/kubelet/pod-resources"}]}],
+                      "volumes": [{"name": "pod-gpu-resources",
+                                   "hostPath": {"path": "/var/lib/kubelet/pod-resources"}}]}}}},
+    ]
+
+
+def operand_pods(kubectl: Kubectl) -> list[dict]:
+    """The two operands' pods (any node, any phase; not being deleted)."""
+    out = []
+    for sel in (f"app.kubernetes.io/name={VALIDATOR_DS}", f"app={DCGM_DS}"):
+        out += [p for p in kubectl.json("get", "pods", "-n", OPERATOR_NS, "-l", sel)["items"]
+                if not p["metadata"].get("deletionTimestamp")]
+    return out
+
+
+def operands_running(kubectl: Kubectl) -> bool:
+    """Both operands Running (the validator Ready) on the node, each with its admin-access claim allocated."""
+    pods = [p for p in operand_pods(kubectl) if p["spec"].get("nodeName") == NODE]
+    if len(pods) != 2 or any((p.get("status") or {}).get("phase") != "Running" for p in pods):
+        return False
+    names = {s.get("resourceClaimName") for p in pods for s in (p.get("status") or {}).get("resourceClaimStatuses") or []}
+    claims = {c["metadata"]["name"]: c for c in kubectl.json("get", "resourceclaims", "-n", OPERATOR_NS)["items"]}
+    return len(names - {None}) == 2 and all(
+        (claims.get(n) or {}).get("status", {}).get("allocation") and all(
+            r.get("adminAccess") for r in claims[n]["status"]["allocation"]["devices"]["results"]) for n in names)
+
+
+def set_operands(kubectl: Kubectl, on: bool, restart: bool = False) -> None:
+    """The GPU operator's admin-access operands on the node (on; `restart`: their pods made again, so that their
+    claims are allocated from what the driver publishes now) or gone, with the namespace's admin-access label.
+    On the operator shape, waits until both run with their claims allocated; on static-mig they stay Pending
+    (operator_objects)."""
+    if not on:
+        for obj in reversed(operator_objects()):
+            kubectl("delete", obj["kind"].lower(), "-n", OPERATOR_NS, obj["metadata"]["name"], "--ignore-not-found",
+                    "--wait=false", check=False)
+        kubectl("label", "namespace", OPERATOR_NS, f"{ADMIN_LABEL}-", check=False)
+        return
+    kubectl.apply(cluster.operator_objects()[0])  # the operator's namespace (the bed's validator's)
+    # a label, not an apply: cluster.py re-applies the namespace (cluster.operator_objects) without it
+    kubectl("label", "namespace", OPERATOR_NS, "--overwrite", f"{ADMIN_LABEL}=true")
+    if restart:
+        for sel in (f"app.kubernetes.io/name={VALIDATOR_DS}", f"app={DCGM_DS}"):
+            kubectl("delete", "pods", "-n", OPERATOR_NS, "-l", sel, "--ignore-not-found", "--wait=true")
+    kubectl.apply(*operator_objects())
+    if shape() != "operator":
+        say(f"GPU operator DRA operands applied on {NODE}: they ask gpu.nvidia.com, which offers nothing in shape "
+            f"{shape()}, so they stay Pending")
+        return
+    cluster.wait_for(f"the GPU operator's {VALIDATOR_DS} and {DCGM_DS} Running on {NODE} with admin-access claims",
+                     lambda: operands_running(kubectl), 120, "kubelet-dra")
+    say(f"GPU operator DRA operands on {NODE}: {VALIDATOR_DS} (1 GPU) and {DCGM_DS} (all GPUs), admin access")
 
 
 def images(bins: Bins) -> list[Path]:
@@ -247,7 +438,8 @@ def start(bins: Bins, ip: str, kubectl: Kubectl, archives: list[Path]) -> None:
     kubectl.apply(*driver_objects())
     cluster.wait_for(f"the DRA driver's ResourceSlice for {NODE}", lambda: slice_devices(kubectl) > 0, 90,
                      "kubelet-dra")
-    say(f"DRA node {NODE} up: {slice_devices(kubectl)} GPU(s) published under gpu.nvidia.com")
+    say(f"DRA node {NODE} up in shape {shape()}: {slice_devices(kubectl)} GPU(s) published under gpu.nvidia.com")
+    set_operands(kubectl, shape() in OPERATOR_SHAPES)
 
 
 # Faults of the DRA driver (images/internal/dra Faults; GPU_SIM_DRA_FAULTS), and `driver-gone`: the driver's
@@ -270,8 +462,71 @@ POLICY_FAULTS = ("admin-access-label",)
 DRIVER_FAULT_OF = {"device-tainted": "taint-unhealthy", "taint-ignored": "taint-unhealthy",
                    "unhealthy-untainted": "report-unhealthy"}
 SCHEDULER_FAULTS = {"taint-ignored": "DRADeviceTaints=false,DRADeviceTaintRules=false"}
+# Faults made through the API beside a healthy driver (api_fault_objects):
+# `taint-rule`: a cluster-scoped DeviceTaintRule (resource.k8s.io/v1 in 1.37, gate DRADeviceTaintRules GA and on;
+# v1beta2 and off by default in 1.36) that withholds the DRA node's last GPU, NoSchedule, as an admin takes a
+# device out of service: the slice is unchanged, but the rule "has the same effect as if the taint was specified
+# directly in the ResourceSlice" (k8s.io/api v0.37.2 resource/v1/types.go DeviceTaintRule).
+# `offered-twice`: a ResourceSlice of gpu.nvidia.com for the device-plugin node gpu-node-0 (nodeName gpu-node-0, one
+# pool named after it, as NVIDIA's driver publishes) whose devices carry the uuids of that node's GPUs (its
+# hardware.json, the one NVML, GFD and the plugin read): both the device plugin and a GPU DRA driver offer the same
+# GPUs, which the driver's own chart refuses to install (templates/validation.yaml: "cannot be deployed alongside
+# the standard GPU device plugin"), since claims and device-plugin pods can then be handed one GPU. gpu-node-0 stays
+# a device-plugin node (it has nvidia.com/gpu capacity). Made with kubectl, deleted on clear; its kubelet would also
+# delete it when it restarts (kubernetes v1.37.2 pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go
+# wipeResourceSlices: no driver is registered there).
+TAINT_RULE, OFFERED_TWICE = "gpuconform-bed-withhold-last-gpu", "gpuconform-bed-offered-twice"
+API_FAULTS = ("taint-rule", "offered-twice")
 FAULTS = ("omit-last-device", "extra-device", "no-register", "prepare-fails", "wrong-device", "double-inject",
-          "pool-incomplete", "mig-no-counters", "driver-gone", *DRIVER_FAULT_OF, *CONTROLLER_FAULTS, *POLICY_FAULTS)
+          "pool-incomplete", "mig-no-counters", "driver-gone", *DRIVER_FAULT_OF, *CONTROLLER_FAULTS, *POLICY_FAULTS,
+          *API_FAULTS)
+
+
+def _hardware(root: Path) -> dict:
+    return json.loads((root / "hardware.json").read_text())
+
+
+def taint_rule_object() -> dict:
+    """The taint-rule fault's DeviceTaintRule: the DRA node's last GPU (gpu-<minor>, in its pool named after the
+    node) tainted NoSchedule by an admin."""
+    last = _hardware(DRA_DIRS[str(cluster.GPU_SIM)])["gpus"][-1]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": TAINT_RULE},
+            "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": NODE, "device": f"gpu-{last['minor']}"},
+                     "taint": {"key": "example.com/maintenance", "value": "withheld-by-admin",
+                               "effect": "NoSchedule"}}}
+
+
+def offered_twice_object() -> dict:
+    """The offered-twice fault's ResourceSlice: gpu-node-0's GPUs as NVIDIA's driver would publish them there
+    (images/internal/dra: gpu-<minor>, type gpu, the same uuid, product, versions and PCI bus ID; one slice, no
+    counters: its DynamicMIG gate off)."""
+    hw = _hardware(cluster.GPU_SIM)
+    node = cluster.NODE_NAME
+
+    def ver(v: str) -> dict:
+        return {"version": v if v.count(".") != 1 else v + ".0"}
+
+    devices = [{"name": f"gpu-{g['minor']}",
+                "attributes": {"type": {"string": "gpu"}, "uuid": {"string": g["uuid"]},
+                               "productName": {"string": g["name"]}, "brand": {"string": "Nvidia"},
+                               "architecture": {"string": "Ampere"}, "cudaComputeCapability": ver("8.0"),
+                               "driverVersion": ver(hw["driverVersion"]), "cudaDriverVersion": ver(hw["cudaVersion"]),
+                               "resource.kubernetes.io/pciBusID": {"string": cluster.pci_bdf(g["pciBusId"])}},
+                "capacity": {"memory": {"value": f"{g['memoryTotalMiB']}Mi"}}} for g in hw["gpus"]]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": OFFERED_TWICE},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}
+
+
+def set_api_fault(kubectl: Kubectl, fault: str) -> None:
+    """The API faults' objects: the one of `fault` made, the others deleted."""
+    for name, kind, make in (("taint-rule", "devicetaintrule", taint_rule_object),
+                             ("offered-twice", "resourceslice", offered_twice_object)):
+        if name == fault:
+            kubectl.apply(make())
+        else:
+            kubectl("delete", kind, TAINT_RULE if name == "taint-rule" else OFFERED_TWICE, "--ignore-not-found",
+                    check=False)
 
 
 def admin_policy_objects() -> list[dict]:
@@ -346,6 +601,7 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
     set_controllers(bins, CONTROLLER_FAULTS.get(fault, ()))
     set_scheduler_gates(bins, SCHEDULER_FAULTS.get(fault, ""))
     set_admin_policy(kubectl, fault == "admin-access-label")
+    set_api_fault(kubectl, "")
     if fault in SCHEDULER_FAULTS:
         say(f"DRA fault {fault}: kube-scheduler runs with --feature-gates={SCHEDULER_FAULTS[fault]}")
     if fault in DRIVER_FAULT_OF:
@@ -360,11 +616,15 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
         say(f"DRA fault {fault}: every namespace made from now on is labelled resource.kubernetes.io/admin-access=true "
             f"(MutatingAdmissionPolicy {ADMIN_POLICY})")
         fault = ""
+    api_fault = fault if fault in API_FAULTS else ""
+    fault = "" if api_fault else fault
     cluster.write_state(dra_faults="" if fault == "driver-gone" else fault)
-    kubectl("delete", "daemonset", "-n", DRIVER_NS, DRIVER, "--ignore-not-found", "--wait=true")
+    inst = install()
+    kubectl("delete", "daemonset", "-n", inst.namespace, inst.daemonset, "--ignore-not-found", "--wait=true")
     kubectl("delete", "resourceslices", "--field-selector", f"spec.nodeName={NODE}", "--ignore-not-found")
+    selector = ",".join(f"{k}={v}" for k, v in inst.selector.items())
     cluster.wait_for("the DRA driver's pods to be gone", lambda: not kubectl.json(
-        "get", "pods", "-n", DRIVER_NS)["items"], 60, "kubelet-dra")
+        "get", "pods", "-n", inst.namespace, "-l", selector)["items"], 60, "kubelet-dra")
     if fault == "driver-gone":
         say(f"DRA fault driver-gone: no driver and no ResourceSlice on {NODE}")
         return
@@ -373,6 +633,13 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
     cluster.wait_for(f"the DRA driver's slice with {want} device(s)", lambda: slice_devices(kubectl) == want, 90,
                      "kubelet-dra")
     say(f"DRA driver on {NODE} {'with fault ' + fault if fault else 'healthy'}")
+    if api_fault:
+        set_api_fault(kubectl, api_fault)
+        say(f"DRA fault {api_fault}: " + (
+            f"DeviceTaintRule {TAINT_RULE} withholds {taint_rule_object()['spec']['deviceSelector']['device']} of "
+            f"{NODE} (NoSchedule)" if api_fault == "taint-rule" else
+            f"ResourceSlice {OFFERED_TWICE} offers {cluster.NODE_NAME}'s GPUs under gpu.nvidia.com beside its device "
+            "plugin"))
     if cluster.read_state().get("kcm_off"):
         say(f"(kube-controller-manager without {', '.join(cluster.read_state()['kcm_off'])})")
     if cluster.read_state().get("sched_gates"):
@@ -387,16 +654,32 @@ def label_node(kubectl: Kubectl) -> None:
 
 def set_shape(bins: Bins, kubectl: Kubectl, name: str) -> None:
     """Re-installs the driver in shape `name` (SHAPES; "" = the default): the node's labels, the DeviceClass and
-    the DaemonSet's selector, then the healthy driver (set_fault "")."""
+    the DaemonSet's selector, then the healthy driver (set_fault ""), then the GPU operator's admin-access operands
+    (operator shapes; made again, so that their claims name the devices published now) or none."""
     name = name or SHAPES[0]
     if name not in SHAPES:
         raise BedError(f"unknown DRA shape {name!r} (known: {', '.join(SHAPES)})")
+    for other in (OPERATOR_INSTALL, CHART_INSTALL, LEGACY_INSTALL):
+        if other != install(name):
+            remove_install(kubectl, other)
     cluster.write_state(dra_shape=name)
     write_hardware()  # the driver reads it when set_fault restarts it
     label_node(kubectl)
     kubectl("delete", "deviceclass", "gpu.nvidia.com", "--ignore-not-found")  # apply would keep a dropped field
     set_fault(bins, kubectl, "")
+    set_operands(kubectl, name in OPERATOR_SHAPES, restart=True)
     say(f"DRA node {NODE} in shape {name}")
+
+
+def remove_install(kubectl: Kubectl, inst: Install, wait: bool = True) -> None:
+    """The driver's kubelet plugin as `inst` installed it gone (its DaemonSet, ServiceAccount and RBAC; the
+    namespace stays, but a legacy install's own)."""
+    kubectl("delete", "daemonset", "-n", inst.namespace, inst.daemonset, "--ignore-not-found",
+            f"--wait={str(wait).lower()}", check=False)
+    kubectl("delete", "serviceaccount", "-n", inst.namespace, inst.service_account, "--ignore-not-found", check=False)
+    kubectl("delete", "clusterrolebinding,clusterrole", inst.daemonset, "--ignore-not-found", check=False)
+    if inst == LEGACY_INSTALL:
+        kubectl("delete", "namespace", inst.namespace, "--ignore-not-found", "--wait=false", check=False)
 
 
 def is_up(kubectl: Kubectl) -> bool:
@@ -419,11 +702,11 @@ def down(bins: Bins, kubectl: Kubectl) -> None:
     set_controllers(bins, ())
     set_scheduler_gates(bins, "")
     set_admin_policy(kubectl, False)
-    for obj in reversed(driver_objects()):
-        if obj["kind"] != "Namespace":
-            kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], *(
-                ["-n", obj["metadata"]["namespace"]] if obj["metadata"].get("namespace") else []),
-                "--ignore-not-found", "--wait=false", check=False)
+    set_api_fault(kubectl, "")
+    set_operands(kubectl, False)
+    for inst in (OPERATOR_INSTALL, CHART_INSTALL, LEGACY_INSTALL):
+        remove_install(kubectl, inst, wait=False)
+    kubectl("delete", "deviceclass", "gpu.nvidia.com", "mig.nvidia.com", "--ignore-not-found", check=False)
     kubectl("delete", "resourceslices", "--field-selector", f"spec.nodeName={NODE}", "--ignore-not-found", check=False)
     stopped = stop_all()
     kubectl("delete", "node", NODE, "--ignore-not-found", check=False)

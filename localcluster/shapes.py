@@ -184,12 +184,16 @@ def selector(layout: str) -> str:
 
 def affinity() -> dict:
     # The chart's default nodeAffinity: any of NFD's NVIDIA PCI label or the operator's gpu.present
-    # (deployments/helm/nvidia-device-plugin/values.yaml); kwok nodes have no kubelet to register with, and a node
-    # the GPU operator's deploy label keeps off the device plugin (the DRA node, dranode.py) gets none.
+    # (deployments/helm/nvidia-device-plugin/values.yaml); kwok nodes have no kubelet to register with, and the DRA
+    # node (dranode.py) gets none: the GPU operator's deploy label keeps the device plugin off it
+    # (gpu.deploy.device-plugin=false), or it is on the operator's DRA stack (gpu.deploy.dra-driver=true), whose
+    # labelling removes the device plugin's and GFD's deploy labels (NVIDIA/gpu-operator v26.7.0
+    # controllers/nodelabeling_controller.go updateGPUStateLabels).
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": key, "operator": "In", "values": ["true"]},
                               {"key": "type", "operator": "NotIn", "values": ["kwok"]},
-                              {"key": "nvidia.com/gpu.deploy.device-plugin", "operator": "NotIn", "values": ["false"]}]}
+                              {"key": "nvidia.com/gpu.deploy.device-plugin", "operator": "NotIn", "values": ["false"]},
+                              {"key": "nvidia.com/gpu.deploy.dra-driver", "operator": "NotIn", "values": ["true"]}]}
         for key in (NFD_NVIDIA, OPERATOR_PRESENT)]}}}
 
 

@@ -122,9 +122,11 @@ MATRIX: dict[str, tuple[dict[str, str], set[str]]] = {
 }
 
 # The DRA rows (issue 17): faults of the bed's DRA node (localcluster/dranode.py `dra fault NAME`: its simulated
-# driver, or kube-controller-manager), judged on that node's checks only (-k dra): fault -> (-k selection,
+# driver, kube-controller-manager, kube-scheduler, admission, or API objects beside it), judged on that node's
+# checks only (-k dra; DRA_ROW_NODE names another node a row is judged on): fault -> (-k selection,
 # {check: expected code}, codes its other checks may report because of the same fault). The DRA node is brought
-# up for these rows and removed after them (dra_node below); the rows above run without it.
+# up for these rows, in its default shape (the GPU operator's DRA stack: plain dra, its admin-access operands
+# running), and removed after them (dra_node below); the rows above run without it.
 DRA_NODE = "gpu-node-dra"
 PREPARE = "FAIL-DRA-PREPARE-FAILED"
 DRA_MATRIX: dict[str, tuple[str, dict[str, str], set[str]]] = {
@@ -171,7 +173,16 @@ DRA_MATRIX: dict[str, tuple[str, dict[str, str], set[str]]] = {
     "admin-access-label": ("admin_access and dra", {
         "test_an_admin_access_claim_is_refused_in_a_namespace_without_the_label": "FAIL-DRA-ADMIN-ACCESS-GRANTED"},
         set()),
+    # an admin's DeviceTaintRule (resource.k8s.io/v1) withholds the last GPU, NoSchedule; the slice is unchanged:
+    # out of service as with device-tainted, so a check needing every device finds one fewer free
+    "taint-rule": ("dra", {"test_advertised_gpus_match_the_hardware": "FAIL-F03-UNHEALTHY-DEVICES"}, {BUSY}),
+    # a gpu.nvidia.com ResourceSlice for gpu-node-0 offering its GPUs (same uuids) beside its device plugin: judged
+    # on gpu-node-0, which stays a device-plugin node (DRA_ROW_NODE)
+    "offered-twice": ("gpu-node-0 and capacity", {"test_gpu_resource_is_in_node_capacity": "FAIL-GPU-OFFERED-TWICE"},
+                      set()),
 }
+# The node a DRA row's checks are judged on, where it is not the DRA node
+DRA_ROW_NODE = {"offered-twice": "gpu-node-0"}
 # A DRA-node result that is no finding: a check not made on that path yet
 DRA_NOT_MADE = "NOTCHECKED-DRA-PATH"
 
@@ -246,16 +257,17 @@ def test_fault_is_detected_by_its_check_with_its_reason_code(fault, tmp_path):
 @pytest.mark.parametrize("fault", list(DRA_MATRIX))
 def test_dra_fault_is_detected_on_the_dra_node_with_its_code(fault, dra_node, tmp_path):
     select, expected, allowed = DRA_MATRIX[fault]
+    node = DRA_ROW_NODE.get(fault, DRA_NODE)
     bed("dra", "fault", fault)
     try:
         rc, s = run_suite(tmp_path, "-k", select)
     finally:
         bed("dra", "fault")
-    got = {r["check"]: r for r in s["results"] if r["node"] == DRA_NODE}
+    got = {r["check"]: r for r in s["results"] if r["node"] == node}
     problems = []
     for check, code in expected.items():
         r = got.get(check)
-        detected = bool(r) and r["reason"] == code and r["outcome"] == "failed" and DRA_NODE in r["message"]
+        detected = bool(r) and r["reason"] == code and r["outcome"] == "failed" and node in r["message"]
         _matrix_rows.append(f"{'dra ' + fault:{FAULT_W}} {check:{CHECK_W}} {code:{CODE_W}} "
                             f"{'detected' if detected else 'MISSED: ' + str(r and r['reason'])}")
         if not detected:
@@ -264,9 +276,9 @@ def test_dra_fault_is_detected_on_the_dra_node_with_its_code(fault, dra_node, tm
     for r in s["results"]:
         if r["check"] in expected or r["outcome"] == "passed" or r["reason"] == DRA_NOT_MADE:
             continue
-        if r["node"] != DRA_NODE or r["reason"] not in allowed:
+        if r["node"] != node or r["reason"] not in allowed:
             problems.append(f"misfire: {r['node']} {r['check']} {r['outcome']} {r['reason']}: {r['message'][:300]}")
-    assert rc == 1 and DRA_NODE not in s["certified_nodes"], f"exit {rc}, certified {s['certified_nodes']}"
+    assert rc == 1 and node not in s["certified_nodes"], f"exit {rc}, certified {s['certified_nodes']}"
     assert not problems, "\n".join(problems)
 
 

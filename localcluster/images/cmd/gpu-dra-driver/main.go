@@ -1,7 +1,8 @@
 // Command gpu-dra-driver is a DRA kubelet plugin for the simulated GPUs of a test-bed node, built on
 // k8s.io/dynamic-resource-allocation's kubeletplugin helper as upstream's test driver is
 // (kubernetes test/e2e/dra/test-driver/app/kubeletplugin.go): it publishes one pool named after the node under
-// the driver gpu.nvidia.com from $GPU_SIM_ROOT/hardware.json, registers with the kubelet, and on
+// the driver gpu.nvidia.com from $GPU_SIM_ROOT/hardware.json, laid out as NVIDIA's driver lays it out for the API
+// server's version (internal/dra Slices: G+1 slices on Kubernetes >= 1.35), registers with the kubelet, and on
 // NodePrepareResources writes a CDI spec per claim that injects the allocated GPUs (internal/dra). Faults for
 // the bed's DRA rows come from $GPU_SIM_DRA_FAULTS. SIGTERM/SIGINT stop it (exit 0).
 package main
@@ -22,6 +23,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -78,6 +80,11 @@ func main() {
 	if err != nil {
 		fatal("client: %v", err)
 	}
+	dra.SysfsRoot = filepath.Join(root, "sys")
+	split, err := splitSlices(client)
+	if err != nil {
+		fatal("%v", err)
+	}
 	for _, d := range []string{*pluginDir, *cdiDir, filepath.Join(root, "run")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			fatal("%v", err)
@@ -96,7 +103,7 @@ func main() {
 		fatal("start kubelet plugin: %v", err)
 	}
 	defer helper.Stop()
-	devices := dra.Devices(h, faults)
+	devices, nslices := dra.Devices(h, faults), 1
 	if faults.PoolIncomplete {
 		// Not through the helper (it keeps its pools complete): one slice that says its pool has two.
 		slice, err := client.ResourceV1().ResourceSlices().Create(ctx, dra.IncompleteSlice(node, devices), metav1.CreateOptions{})
@@ -107,19 +114,35 @@ func main() {
 			_ = client.ResourceV1().ResourceSlices().Delete(context.Background(), slice.Name, metav1.DeleteOptions{})
 		}()
 	} else {
-		slices := []resourceslice.Slice{{Devices: devices}}
-		if sets := dra.CounterSets(h, faults); len(sets) > 0 { // a slice of their own: devices or counters
-			slices = append(slices, resourceslice.Slice{SharedCounters: sets})
-		}
+		slices := dra.Slices(h, faults, split)
+		nslices = len(slices)
 		if err := helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
 			node: {Slices: slices}}}); err != nil {
 			fatal("publish resources: %v", err)
 		}
 	}
-	logger.Printf("published pool %q with %d device(s) and %d counter set(s) (complete: %v); registration with the "+
-		"kubelet %v", node, len(devices), len(dra.CounterSets(h, faults)), !faults.PoolIncomplete, !faults.NoRegister)
+	logger.Printf("published pool %q with %d device(s) and %d counter set(s) in %d slice(s) (complete: %v); "+
+		"registration with the kubelet %v", node, len(devices), len(dra.CounterSets(h, faults)), nslices,
+		!faults.PoolIncomplete, !faults.NoRegister)
 	<-ctx.Done()
 	logger.Printf("exiting")
+}
+
+// splitSlices reports whether the API server is Kubernetes 1.35 or later, where NVIDIA's driver publishes its
+// shared counters in a slice of their own (kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/driver.go
+// shouldUseSplitResourceSlices).
+func splitSlices(client kubernetes.Interface) (bool, error) {
+	info, err := client.Discovery().ServerVersion()
+	if err != nil {
+		return false, fmt.Errorf("API server version: %w", err)
+	}
+	v, err := version.ParseGeneric(info.GitVersion)
+	if err != nil {
+		return false, fmt.Errorf("API server version %q: %w", info.GitVersion, err)
+	}
+	logger.Printf("API server %s: %s", info.GitVersion, map[bool]string{true: "a counters-only slice and one slice per GPU",
+		false: "one slice per GPU with its counters"}[v.AtLeast(version.MajorMinor(1, 35))])
+	return v.AtLeast(version.MajorMinor(1, 35)), nil
 }
 
 // PrepareResourceClaims writes each claim's CDI spec and returns its CDI device IDs.

@@ -1,10 +1,27 @@
-// Package dra is the simulated DRA GPU driver's pure part: the ResourceSlice devices it publishes for the
-// simulated hardware, and the CDI spec that injects a prepared claim's devices. Both follow NVIDIA's DRA driver
-// (NVIDIA/k8s-dra-driver cmd/nvidia-dra-plugin/deviceinfo.go GetDevice and cdi.go; docs/vendors.md): devices
-// named gpu-<index>, attributes type/uuid/minor/index/productName/brand/architecture and the version
-// attributes, capacity memory. Injection is what the device plugin's Allocate makes the runtime add on the
-// other path (the GPU's /dev/nvidia<minor> node and its info file under /run/gpu-sim), so the bed's nvidia-smi
-// and vectoradd see a claim's devices exactly as a device plugin's.
+// Package dra is the simulated DRA GPU driver's pure part: the ResourceSlices it publishes for the simulated
+// hardware, and the CDI spec that injects a prepared claim's devices. Both follow NVIDIA's DRA driver as it
+// publishes at kubernetes-sigs/dra-driver-nvidia-gpu HEAD 95932046 (2026-08-07; the project moved there from
+// NVIDIA/k8s-dra-driver-gpu; docs/vendors.md), cmd/gpu-kubelet-plugin:
+//   - names (deviceinfo.go CanonicalName, mig.go ToCanonicalName): a GPU is gpu-<minor>; a MIG device
+//     gpu-<parent minor>-mig-<profile without dots>-<GI profile id>-<placement start>, e.g. gpu-0-mig-1g5gb-19-0
+//     (the form since v25.12.0; v25.8.0's gpu-<minor>-mig-<GI profile>-<start>-<size> is gone);
+//   - attributes (deviceinfo.go GpuInfo.Attributes, mig.go CommonAttributesMig): type, uuid, productName, brand,
+//     architecture, cudaComputeCapability, driverVersion, cudaDriverVersion and the standard
+//     resource.kubernetes.io/pciBusID and resource.kubernetes.io/pcieRoot (k8s.io/dynamic-resource-allocation
+//     deviceattribute, the library NVIDIA's nvlib.go calls); no `minor` or `index` (v25.3.x only). A MIG device
+//     has type mig, parentUUID, profile and its parent's attributes, and a uuid only when it exists (static MIG);
+//     DynamicMIG's abstract MIG devices have none. Left out: resource.kubernetes.io/numaNode (HEAD 3b59d66e, after
+//     v0.4.1), addressingMode (coherent-memory systems only), the Fabric Manager attributes;
+//   - layout (driver.go publishResources, GenerateDriverResources): with DynamicMIG (the GPU and its abstract MIG
+//     devices on one counter set, partitions.go) one pool named after the node, on Kubernetes >= 1.35 a
+//     counters-only slice first and then one device slice per GPU (G+1 slices), on 1.34 one slice per GPU with
+//     its counters; without (static MIG) one slice with every device;
+//   - health taints (device_health.go healthEventToTaint, PR 983): gpu.nvidia.com/xid=<XID> NoSchedule,
+//     gpu.nvidia.com/gpu-lost NoSchedule.
+//
+// Injection is what the device plugin's Allocate makes the runtime add on the other path (the GPU's
+// /dev/nvidia<minor> node and its info file under /run/gpu-sim), so the bed's nvidia-smi and vectoradd see a
+// claim's devices exactly as a device plugin's.
 package dra
 
 import (
@@ -17,7 +34,9 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"gpuconform.local/images/internal/hw"
 )
@@ -43,12 +62,23 @@ type Faults struct {
 	ReportUnhealthy bool
 }
 
-// UnhealthyTaint is the taint-unhealthy fault's taint on the last GPU: NoSchedule, so that the scheduler allocates
-// it to no claim that does not tolerate it (k8s.io/api resource/v1 DeviceTaint; KEP-5055). The key and value follow
-// NVIDIA's proposed health taints (gpu.nvidia.com/xid=<XID>; NVIDIA/k8s-dra-driver-gpu issue 905); XID 79 is "GPU
-// has fallen off the bus".
-var UnhealthyTaint = resourceapi.DeviceTaint{Key: DriverName + "/xid", Value: "79",
+// NVIDIA's health taint keys (kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/device_health.go
+// TaintKeyXID, TaintKeyGPULost; behind the driver's NVMLDeviceHealthCheck gate, alpha).
+const (
+	TaintKeyXID     = DriverName + "/xid"
+	TaintKeyGPULost = DriverName + "/gpu-lost"
+)
+
+// UnhealthyTaint is the taint-unhealthy fault's taint on the last GPU, as NVIDIA's driver taints a GPU that
+// reported a fatal XID (device_health.go healthEventToTaint: key gpu.nvidia.com/xid, value the XID, effect
+// NoSchedule; None only for its hard-coded non-fatal XIDs): the scheduler allocates it to no claim that does not
+// tolerate it (k8s.io/api resource/v1 DeviceTaint; KEP-5055). XID 79 is "GPU has fallen off the bus".
+var UnhealthyTaint = resourceapi.DeviceTaint{Key: TaintKeyXID, Value: "79",
 	Effect: resourceapi.DeviceTaintEffectNoSchedule}
+
+// GPULostTaint is what NVIDIA's driver puts on every device when NVML reports a GPU lost (device_health.go:
+// gpu.nvidia.com/gpu-lost, NoSchedule, no value).
+var GPULostTaint = resourceapi.DeviceTaint{Key: TaintKeyGPULost, Effect: resourceapi.DeviceTaintEffectNoSchedule}
 
 // ParseFaults reads a comma-separated list of fault names (GPU_SIM_DRA_FAULTS); unknown names are an error.
 func ParseFaults(s string) (Faults, error) {
@@ -77,14 +107,10 @@ func ParseFaults(s string) (Faults, error) {
 	return f, nil
 }
 
-// DeviceName is NVIDIA's canonical name of a whole GPU in its pool.
-func DeviceName(g hw.GPU) string { return fmt.Sprintf("gpu-%d", g.Index) }
+// DeviceName is NVIDIA's canonical name of a whole GPU in its pool: gpu-<minor> (deviceinfo.go CanonicalName).
+func DeviceName(g hw.GPU) string { return fmt.Sprintf("gpu-%d", g.Minor) }
 
 func str(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }
-func num(n int) resourceapi.DeviceAttribute {
-	v := int64(n)
-	return resourceapi.DeviceAttribute{IntValue: &v}
-}
 func ver(s string) resourceapi.DeviceAttribute {
 	// DRA version attributes are semantic versions; the driver's "570.86.15" is one, CUDA's "12.8" is not.
 	if strings.Count(s, ".") == 1 {
@@ -120,15 +146,84 @@ var (
 	migMemoryBytes = migProfiles[migProfile].memGiB << 30
 )
 
-// MigDeviceName is NVIDIA's name of a MIG device: gpu-<minor>-mig-<GI profile id>-<placement start>-<size>.
-func MigDeviceName(g hw.GPU) string { return fmt.Sprintf("gpu-%d-mig-%d-0-1", g.Index, migProfileID) }
+// migName is NVIDIA's canonical MIG device name (mig.go MigSpecTuple.ToCanonicalName): gpu-<parent minor>-mig-
+// <profile, dots removed>-<GI profile id>-<placement start>, e.g. gpu-0-mig-1g5gb-19-0.
+func migName(minor int, profile string, start int) string {
+	return fmt.Sprintf("gpu-%d-mig-%s-%d-%d", minor, strings.ReplaceAll(profile, ".", ""), migProfiles[profile].id, start)
+}
+
+// MigDeviceName is the name of the GPU's one abstract (DynamicMIG) MIG device: 1g.5gb at placement 0.
+func MigDeviceName(g hw.GPU) string { return migName(g.Minor, migProfile, 0) }
 
 // StaticMigDeviceName is NVIDIA's name of a MIG device that exists on the GPU (static MIG, made by the MIG
-// manager), as for a dynamic one: gpu-<minor>-mig-<GI profile id>-<placement start>-<size>; the simulated hardware
-// has no placements, so its GPU instance id stands for the start.
+// manager), named like an abstract one from its placement (placements).
 func StaticMigDeviceName(g hw.GPU, m hw.MIGDevice) string {
-	p := migProfiles[m.Profile]
-	return fmt.Sprintf("gpu-%d-mig-%d-%d-%d", g.Minor, p.id, m.GI, p.slices)
+	for i, d := range g.MIGDevices {
+		if d == m {
+			return migName(g.Minor, m.Profile, placements(g)[i])
+		}
+	}
+	return migName(g.Minor, m.Profile, 0)
+}
+
+// placements is where each of the GPU's MIG devices starts among its 8 memory slices. hardware.json has no
+// placements (NVML's GpuInstancePlacement), so they are laid out as the MIG manager would create them in order:
+// each at the lowest free start that is a multiple of its size (A100-40GB: 3g.20gb at 0 or 4, 1g.5gb at 0-6),
+// e.g. 3g.20gb + 2 x 1g.5gb -> 0, 4, 5.
+func placements(g hw.GPU) []int {
+	var used [migMemorySlices]bool
+	out := make([]int, len(g.MIGDevices))
+	for i, m := range g.MIGDevices {
+		size := max(migProfiles[m.Profile].slices, 1)
+		for start := 0; start+size <= migMemorySlices; start += size {
+			free := true
+			for k := start; k < start+size; k++ {
+				free = free && !used[k]
+			}
+			if free {
+				out[i] = start
+				for k := start; k < start+size; k++ {
+					used[k] = true
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// SysfsRoot is where the node's PCI tree is (<GPU_SIM_ROOT>/sys on the bed; "" = do not resolve the PCIe root).
+var SysfsRoot = ""
+
+// pciAttributes are the standard PCI attributes of a GPU (and of its MIG devices), as NVIDIA's nvlib.go gets them
+// from k8s.io/dynamic-resource-allocation/deviceattribute: resource.kubernetes.io/pciBusID (the GPU's bus ID,
+// "0000:07:00.0") and resource.kubernetes.io/pcieRoot (its root complex, "pci0000:00", read from SysfsRoot's
+// bus/pci/devices/<bdf> link; left out when it cannot be resolved, as NVIDIA's driver does).
+func pciAttributes(g hw.GPU, attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute) {
+	bdf := pciBDF(g.PCIBusID)
+	a, err := deviceattribute.GetPCIBusIDAttribute(bdf)
+	if err != nil {
+		return
+	}
+	attrs[a.Name] = a.Value
+	if SysfsRoot == "" {
+		return
+	}
+	if a, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(bdf, deviceattribute.WithFSFromRoot(SysfsRoot)); err == nil {
+		attrs[a.Name] = a.Value
+	}
+}
+
+// pciBDF turns NVML's bus ID "00000000:07:00.0" into sysfs' "0000:07:00.0" (4-digit domain, lower-case hex).
+func pciBDF(busID string) string {
+	domain, rest, ok := strings.Cut(busID, ":")
+	if !ok {
+		return ""
+	}
+	if len(domain) > 4 {
+		domain = domain[len(domain)-4:]
+	}
+	return strings.ToLower(domain + ":" + rest)
 }
 
 // Static reports whether the GPU is in MIG mode with its MIG devices made (the hardware lists them): the driver
@@ -165,10 +260,9 @@ func gpuCounters(g hw.GPU) map[string]resourceapi.Counter {
 	return c
 }
 
-// CounterSets is the pool's shared counters: one set per GPU (NVIDIA's gpu-<minor>-counter-set), which the GPU
-// consumes whole and each of its MIG devices in part, so that the scheduler never allocates both. Published in
-// a slice of its own (a slice has devices or shared counters, not both: kubernetes v1.37.2
-// pkg/apis/resource/validation/validation.go). None with the mig-no-counters fault.
+// CounterSets is the pool's shared counters: one set per GPU not in MIG mode (NVIDIA's gpu-<minor>-counter-set,
+// partitions.go PartSharedCounterSets), which the GPU consumes whole and each of its abstract MIG devices in part,
+// so that the scheduler never allocates both. None with the mig-no-counters fault.
 func CounterSets(h *hw.Hardware, f Faults) []resourceapi.CounterSet {
 	if f.MigNoCounters {
 		return nil
@@ -178,96 +272,136 @@ func CounterSets(h *hw.Hardware, f Faults) []resourceapi.CounterSet {
 		if Static(g) {
 			continue
 		}
-		out = append(out, resourceapi.CounterSet{Name: fmt.Sprintf(counterSetFormat, g.Index), Counters: gpuCounters(g)})
+		out = append(out, counterSet(g))
 	}
 	return out
 }
 
-// Devices returns the pool's devices for the hardware, with the faults' changes: each whole GPU (type gpu), then
-// one MIG device of each (type mig, parentUUID the GPU's uuid), both drawing on the GPU's counter set.
+func counterSet(g hw.GPU) resourceapi.CounterSet {
+	return resourceapi.CounterSet{Name: fmt.Sprintf(counterSetFormat, g.Minor), Counters: gpuCounters(g)}
+}
+
+// Devices returns the pool's devices for the hardware, with the faults' changes, GPU by GPU (perGPU).
 func Devices(h *hw.Hardware, f Faults) []resourceapi.Device {
+	var out []resourceapi.Device
+	for _, devs := range perGPU(h, f) {
+		out = append(out, devs...)
+	}
+	return out
+}
+
+// perGPU is each published GPU's devices, sorted by name as NVIDIA's driver sorts them in a GPU's slice: a GPU not
+// in MIG mode (type gpu) and its abstract MIG device (type mig, parentUUID the GPU's uuid, no uuid), both drawing
+// on the GPU's counter set; a GPU in MIG mode as its MIG devices only (staticMigDevices). taint-unhealthy taints
+// the last GPU (its first device).
+func perGPU(h *hw.Hardware, f Faults) [][]resourceapi.Device {
 	gpus := gpusFor(h, f)
-	out := make([]resourceapi.Device, 0, 2*len(gpus))
+	out := make([][]resourceapi.Device, 0, len(gpus))
 	for _, g := range gpus {
 		if Static(g) {
-			out = append(out, staticMigDevices(h, g)...)
+			out = append(out, staticMigDevices(h, g))
 			continue
 		}
-		d := resourceapi.Device{
+		gpu := resourceapi.Device{
 			Name: DeviceName(g),
 			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-				"type": str("gpu"), "uuid": str(g.UUID), "minor": num(g.Minor), "index": num(g.Index),
-				"productName": str(g.Name), "brand": str("Nvidia"), "architecture": str("Ampere"),
-				"cudaComputeCapability": ver("8.0"), "driverVersion": ver(h.DriverVersion),
-				"cudaDriverVersion": ver(h.CUDAVersion),
+				"type": str("gpu"), "uuid": str(g.UUID), "productName": str(g.Name), "brand": str("Nvidia"),
+				"architecture": str("Ampere"), "cudaComputeCapability": ver("8.0"),
+				"driverVersion": ver(h.DriverVersion), "cudaDriverVersion": ver(h.CUDAVersion),
 			},
 			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 				"memory": {Value: qty(int64(g.MemoryTotalMiB) << 20)},
 			},
 		}
-		if !f.MigNoCounters {
-			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{
-				CounterSet: fmt.Sprintf(counterSetFormat, g.Index), Counters: gpuCounters(g)}}
-		}
-		out = append(out, d)
-	}
-	if f.TaintUnhealthy && len(out) > 0 {
-		out[len(out)-1].Taints = []resourceapi.DeviceTaint{UnhealthyTaint} // the API server sets TimeAdded
-	}
-	for _, g := range gpus {
-		if Static(g) {
-			continue
-		}
-		d := resourceapi.Device{
-			Name: MigDeviceName(g),
-			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-				"type": str("mig"), "uuid": str("MIG-" + strings.TrimPrefix(g.UUID, "GPU-")),
-				"parentUUID": str(g.UUID), "profile": str(migProfile), "productName": str(g.Name),
-				"brand": str("Nvidia"), "architecture": str("Ampere"), "cudaComputeCapability": ver("8.0"),
-				"driverVersion": ver(h.DriverVersion), "cudaDriverVersion": ver(h.CUDAVersion),
-			},
+		pciAttributes(g, gpu.Attributes)
+		mig := resourceapi.Device{
+			Name:       MigDeviceName(g),
+			Attributes: migAttributes(h, g, migProfile),
 			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 				"memory": {Value: qty(migMemoryBytes)}, "multiprocessors": {Value: qty(migMultiprocs)},
 			},
 		}
 		if !f.MigNoCounters {
-			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{
-				CounterSet: fmt.Sprintf(counterSetFormat, g.Index),
+			set := fmt.Sprintf(counterSetFormat, g.Minor)
+			gpu.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: set, Counters: gpuCounters(g)}}
+			mig.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: set,
 				Counters: map[string]resourceapi.Counter{"memory": {Value: qty(migMemoryBytes)},
 					fmt.Sprintf(memSliceCounter, 0): {Value: qty(1)}}}}
 		}
-		out = append(out, d)
+		out = append(out, []resourceapi.Device{gpu, mig})
+	}
+	if f.TaintUnhealthy && len(out) > 0 && len(out[len(out)-1]) > 0 {
+		out[len(out)-1][0].Taints = []resourceapi.DeviceTaint{UnhealthyTaint} // the API server sets TimeAdded
+	}
+	return out
+}
+
+// migAttributes are a MIG device's attributes without uuid (mig.go CommonAttributesMig): type mig, its parent's
+// uuid, its profile, and the parent's product, brand, architecture, versions and PCI attributes.
+func migAttributes(h *hw.Hardware, g hw.GPU, profile string) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		"type": str("mig"), "parentUUID": str(g.UUID), "profile": str(profile), "productName": str(g.Name),
+		"brand": str("Nvidia"), "architecture": str("Ampere"), "cudaComputeCapability": ver("8.0"),
+		"driverVersion": ver(h.DriverVersion), "cudaDriverVersion": ver(h.CUDAVersion),
+	}
+	pciAttributes(g, a)
+	return a
+}
+
+// Slices lays the pool out as NVIDIA's driver does (driver.go publishResources): with shared counters
+// (DynamicMIG), `split` (Kubernetes >= 1.35, where a slice holds devices or shared counters, not both: kubernetes
+// v1.37.2 pkg/apis/resource/validation/validation.go) a counters-only slice first and then one device slice per
+// GPU, else one slice per GPU with its counter set; without counters (static MIG, mig-no-counters) one slice with
+// every device.
+func Slices(h *hw.Hardware, f Faults, split bool) []resourceslice.Slice {
+	sets, groups := CounterSets(h, f), perGPU(h, f)
+	if len(sets) == 0 {
+		return []resourceslice.Slice{{Devices: Devices(h, f)}}
+	}
+	var out []resourceslice.Slice
+	if split {
+		out = append(out, resourceslice.Slice{SharedCounters: sets})
+	}
+	for i, g := range gpusFor(h, f) {
+		s := resourceslice.Slice{Devices: groups[i]}
+		if !split && !Static(g) {
+			s.SharedCounters = []resourceapi.CounterSet{counterSet(g)}
+		}
+		out = append(out, s)
 	}
 	return out
 }
 
 // staticMigDevices is a GPU in MIG mode as NVIDIA's driver publishes it: its MIG devices only (type mig, their own
-// uuid, parentUUID the GPU's), without counters (they exist: nothing is left to partition).
+// uuid, parentUUID the GPU's), without counters (they exist: nothing is left to partition), named by placement,
+// sorted by name, with the memory slices they hold as capacity (deviceinfo.go MigDeviceInfo.GetDevice).
 func staticMigDevices(h *hw.Hardware, g hw.GPU) []resourceapi.Device {
 	var out []resourceapi.Device
-	for _, m := range g.MIGDevices {
-		out = append(out, resourceapi.Device{
-			Name: StaticMigDeviceName(g, m),
-			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-				"type": str("mig"), "uuid": str(m.UUID), "parentUUID": str(g.UUID), "profile": str(m.Profile),
-				"productName": str(g.Name), "brand": str("Nvidia"), "architecture": str("Ampere"),
-				"cudaComputeCapability": ver("8.0"), "driverVersion": ver(h.DriverVersion),
-				"cudaDriverVersion": ver(h.CUDAVersion),
-			},
-			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: qty(migProfiles[m.Profile].memGiB << 30)}},
-		})
+	starts := placements(g)
+	for i, m := range g.MIGDevices {
+		p := migProfiles[m.Profile]
+		attrs := migAttributes(h, g, m.Profile)
+		attrs["uuid"] = str(m.UUID)
+		capacity := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: qty(p.memGiB << 30)}}
+		for k := starts[i]; k < starts[i]+p.slices; k++ {
+			capacity[resourceapi.QualifiedName(fmt.Sprintf("memorySlice%d", k))] = resourceapi.DeviceCapacity{Value: qty(1)}
+		}
+		out = append(out, resourceapi.Device{Name: migName(g.Minor, m.Profile, starts[i]), Attributes: attrs,
+			Capacity: capacity})
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-// deviceNames is every device name the pool publishes for a GPU.
+// deviceNames is every device name the pool publishes for a GPU, in the order of hw.GPU.MIGDevices for a GPU in
+// MIG mode (Lookup's k-th device is its k-th MIG device).
 func deviceNames(g hw.GPU) []string {
 	if !Static(g) {
 		return []string{DeviceName(g), MigDeviceName(g)}
 	}
 	var out []string
-	for _, m := range g.MIGDevices {
-		out = append(out, StaticMigDeviceName(g, m))
+	for i, m := range g.MIGDevices {
+		out = append(out, migName(g.Minor, m.Profile, placements(g)[i]))
 	}
 	return out
 }
