@@ -56,6 +56,10 @@ class Watch:
     # objects of a namespaced kind listed across namespaces (ResourceClaims) are keyed "namespace/name": two
     # namespaces may hold objects of one name
     namespaced: bool = False
+    # the model the events decode to, where the client cannot derive it from the LIST's type (its
+    # V1ResourceClaimList holds ResourceV1ResourceClaim: the client renamed the model, and its watch would look
+    # for V1ResourceClaim and fail every event)
+    item_type: str | None = None
 
     def key(self, meta: Any) -> str:
         """The cache key of an object's metadata (a dict or the client's model)."""
@@ -102,7 +106,7 @@ class Watch:
                         self.cond.notify_all()
                     rv = lst.metadata.resource_version
                     self._ok()
-                w = kwatch.Watch()
+                w = kwatch.Watch(return_type=self.item_type)
                 for ev in w.stream(self.list_fn, *self.args, resource_version=rv,
                                    timeout_seconds=timing.WATCH_WINDOW_S, allow_watch_bookmarks=True,
                                    _request_timeout=timing.WATCH_WINDOW_S + timing.WATCH_CLIENT_SLACK_S, **self.kwargs):
