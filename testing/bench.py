@@ -179,8 +179,10 @@ def _interrupt(signum: int, frame: object) -> None:
 
 DRA_EVERY = 4  # every 4th scale node is a DRA node with a ResourceSlice
 DRA_DRIVER, DRA_DEVICES = "gpu.nvidia.com", 4
-DRA_LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.dra-driver": "true",
-              "nvidia.com/gpu.deploy.device-plugin": "false"}
+# The GPU operator v26.7.0 DRA stack's labels (NVIDIA/gpu-operator controllers/state_manager.go: the device-plugin
+# deploy label is removed, not set to false)
+DRA_LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.driver": "true",
+              "nvidia.com/gpu.deploy.dra-driver": "true"}
 
 
 def is_dra(i: int) -> bool:
