@@ -188,15 +188,17 @@ def namespace_script(bins: Bins, cfg: Path) -> str:
 
 
 def kubelet_config(ip: str) -> Path:
-    """The DRA node's kubelet. syncFrequency 5s (default 1m): when a pod's claims cannot be prepared the kubelet
+    """The DRA node's kubelet. syncFrequency 2s (default 1m): when a pod's claims cannot be prepared the kubelet
     emits FailedPrepareDynamicResources and returns from SyncPod without an error (kubernetes v1.37.2
     pkg/kubelet/kuberuntime/kuberuntime_manager.go:1720-1728), so it tries again only at the next periodic sync.
     On this 2-core bed the node authorizer often does not know a just-scheduled pod and its claim yet when the
     kubelet first fetches the claim ("no relationship found between node"), and the pod then started 60-80 s late
     (the latency check failed a healthy run with startP99 79 s). On a real cluster the same race costs the same
-    minute, and the latency check reports it; docs/dra.md says so."""
+    minute, and the latency check reports it; docs/dra.md says so. With 5 s a pod that hit the race started 7 s
+    after its creation, and two of three such pods failed a healthy run's startP50 (5 s) right after a driver
+    re-install (seen at the chart-override shape); 2 s keeps a raced pod within it."""
     cfg = cluster.kubelet_config(ip, "none")
-    cfg.update({"syncFrequency": "5s", "containerRuntimeEndpoint": f"unix://{CTRD_SOCK}", "port": KUBELET_PORT, "healthzPort": HEALTHZ_PORT,
+    cfg.update({"syncFrequency": "2s", "containerRuntimeEndpoint": f"unix://{CTRD_SOCK}", "port": KUBELET_PORT, "healthzPort": HEALTHZ_PORT,
                 "cgroupRoot": CGROUP_ROOT, "cpuManagerPolicy": "none", "tlsCertFile": str(PKI / "kubelet-dra-serving.crt"),
                 "tlsPrivateKeyFile": str(PKI / "kubelet-dra-serving.key")})
     cfg.pop("reservedSystemCPUs", None)
