@@ -40,8 +40,8 @@ def busy(node: GpuNode, free: int, need: int) -> list[Finding]:
     """SKIP-F07-BUSY when the node has fewer free devices of its GPU resource than the check needs right now."""
     if free >= need:
         return []
-    usable = (" (devices of its complete pools not tainted out of service, less its pods' claims)"
-              if nodemode.is_dra(node.path) else "")
+    usable = (" (devices of its class that claims could be allocated now: in complete pools, not withheld by a "
+              "taint, not allocated to a claim)" if nodemode.is_dra(node.path) else "")
     return [Finding("SKIP-F07-BUSY", f"{node.name} has {free} free {node.resource} now{usable}, the check needs {need}")]
 
 
