@@ -273,8 +273,8 @@ class FakeWatch:
 
     windows: list = []
 
-    def __init__(self):
-        pass
+    def __init__(self, return_type=None):
+        self.return_type = return_type
 
     def stream(self, fn, *args, **kwargs):
         window = FakeWatch.windows.pop(0) if FakeWatch.windows else ([], None)
