@@ -32,6 +32,8 @@ class NoWatch:
     def items(self) -> list[dict]:
         return self.initial
 
+    healthy = True
+
     def stop(self) -> None:
         pass
 

@@ -150,3 +150,24 @@ def test_the_claim_watch_decodes_a_claim_event():
                                           **claim("c", "gpu-0", reserved=["p"])}}
     ev = w.unmarshal_event(json.dumps(raw), "ResourceV1ResourceClaim")
     assert ev["object"].metadata.namespace == "t" and ev["object"].status.allocation.devices.results[0].device == "gpu-0"
+
+
+def test_a_claim_no_live_pod_holds_counts_free_on_the_node():
+    """Devices of claims being released (their pods are being deleted, or no pod is left in reservedFor) are free
+    for the next pod: the resourceclaim controller deallocates them within a moment (seen in CI's extra-device row:
+    the burst counted 1 free while two ended checks' claims were being released, and its extra pod then ran)."""
+    from gpuconform import nodes
+    from gpuconform.pytest_plugin.inventory import Inventory
+
+    inv = Inventory.__new__(Inventory)
+    g = nodes.GpuNode("node-a", True, True, 4, 4, (), D, path="dra", dra_driver=D, device_class=D)
+    held = claim("held", "gpu-0", reserved=["live"])
+    ending = claim("ending", "gpu-1", reserved=["deleted"])
+    released = claim("released", "gpu-2")
+    released["status"]["reservedFor"] = []
+    inv.node, inv.claims, inv.taint_rules = (lambda n: g), (lambda: [held, ending, released]), (lambda: [])
+    inv.resource_slices = lambda n: FOUR
+    live = {"metadata": {"uid": "uid-live"}}
+    deleted = {"metadata": {"uid": "uid-deleted", "deletionTimestamp": "2026-12-06T18:00:00Z"}}
+    assert inv.free_among("node-a", [live, deleted], None) == 3
+    assert inv.free_among("node-a", [live, deleted], None, ignore=[live]) == 4  # beside the run-long pod

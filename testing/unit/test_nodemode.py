@@ -184,6 +184,8 @@ def inventory(monkeypatch, slices_fn, classes_fn=None):
         def items(self):
             return self.initial
 
+        healthy = True
+
     monkeypatch.setattr(kube, "Watch", NoWatch)
     monkeypatch.setattr(inv_mod.k8s, "ResourceV1Api", lambda api: SimpleNamespace(
         list_resource_slice=slices_fn, list_device_class=classes_fn or pages([], 100),
