@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpuconform import counts, dradevices, nodemode, timing, verdicts
+from gpuconform import counts, dradevices, timing, verdicts
 from gpuconform.reasons import REASONS
 
 if TYPE_CHECKING:
@@ -226,4 +226,4 @@ class DraPath(DevicePluginPath):
 
 def for_check(check: "NodeCheck") -> DevicePluginPath:
     """The steps of the check's node's allocation path."""
-    return DraPath(check) if nodemode.is_dra(check.gpu.path) else DevicePluginPath(check)
+    return DraPath(check) if check.gpu.allocation.by_claim else DevicePluginPath(check)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import nodemode
 from ..nodes import GpuNode
 
 
@@ -41,7 +40,7 @@ def busy(node: GpuNode, free: int, need: int) -> list[Finding]:
     if free >= need:
         return []
     usable = (" (devices of its class that claims could be allocated now: in complete pools, not withheld by a "
-              "taint, not allocated to a claim)" if nodemode.is_dra(node.path) else "")
+              "taint, not allocated to a claim)" if node.allocation.by_claim else "")
     return [Finding("SKIP-F07-BUSY", f"{node.name} has {free} free {node.resource} now{usable}, the check needs {need}")]
 
 

@@ -14,7 +14,7 @@ import re
 from collections import Counter
 
 from .. import vendors
-from ..counts import Expectation
+from ..counts import Expectation, qty
 from ..dradevices import (SAFE_LITERAL, attr, claim_results, informational, newest_devices, physical_gpus, pools,
                           slice_uuids, withheld)
 from .common import Finding
@@ -71,7 +71,7 @@ def offered_twice_findings(node: dict, resources: list[str], driver: str, slices
     kubernetes-sigs/dra-driver-nvidia-gpu deployments/helm/dra-driver-nvidia-gpu/templates/validation.yaml)."""
     name = (node.get("metadata") or {}).get("name", "?")
     capacity = (node.get("status") or {}).get("capacity") or {}
-    advertised = {r: capacity[r] for r in resources if str(capacity.get(r, "0")) not in ("0", "")}
+    advertised = {r: capacity[r] for r in resources if (qty(capacity.get(r)) or 0) > 0}
     gpus = physical_gpus(driver, slices)
     ev = {"advertised by the device plugin": advertised, f"GPUs {driver} publishes": gpus}
     if advertised and gpus:
