@@ -7,7 +7,9 @@ steps are gpuconform/pytest_plugin/paths.py; the verdicts take these facts, neve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import base64
+import hashlib
+from dataclasses import dataclass, field
 
 from . import catalog, nodemode
 
@@ -42,6 +44,31 @@ class AllocationPath:
         return "plugins_registry" if self.by_claim else "device-plugins"
 
     @property
+    def not_registered(self) -> str:
+        """The reason code for a plugin the kubelet does not hold as registered."""
+        return "FAIL-DRA-NOT-REGISTERED" if self.by_claim else "FAIL-F01-NOT-REGISTERED"
+
+    def registrar_sockets(self, pod_uids: list[str]) -> tuple[str, ...]:
+        """The names the DRA driver's registration socket in plugins_registry may have, given its pods' UIDs:
+        `<driver>-reg.sock`, or with rolling updates one derived from the pod (k8s.io/dynamic-resource-allocation
+        v0.37.2 kubeletplugin/draplugin.go:83-98 RollingUpdateRegistrarSocketFile): `<driver>-<pod UID>-reg.sock`,
+        `<driver>-<base64url(SHA-256(UID)[:8])>-reg.sock`, or where the path is too long
+        `dra-<base64url(SHA-256(driver NUL UID)[:16])>-reg.sock`. Exact names: another driver's socket of the
+        third form is never taken for this driver's."""
+        out = [f"{self.driver}-reg.sock"]
+        for uid in pod_uids:
+            short = base64.urlsafe_b64encode(hashlib.sha256(uid.encode()).digest()[:8]).decode().rstrip("=")
+            both = hashlib.sha256(f"{self.driver}\0{uid}".encode()).digest()[:16]
+            out += [f"{self.driver}-{uid}-reg.sock", f"{self.driver}-{short}-reg.sock",
+                    f"dra-{base64.urlsafe_b64encode(both).decode().rstrip('=')}-reg.sock"]
+        return tuple(out)
+
+    @property
+    def record_mismatch(self) -> str:
+        """The reason code for a record of a pod's devices (the kubelet's, its claims') that is not what it sees."""
+        return "FAIL-DRA-WRONG-DEVICE" if self.by_claim else "FAIL-KUBELET-RECORD-MISMATCH"
+
+    @property
     def allocate_metric(self) -> tuple[str, dict[str, str]]:
         """The kubelet histogram that times one allocation step, with its labels."""
         if self.by_claim:
@@ -64,3 +91,15 @@ class AllocationPath:
         """`check` is made on DRA paths only and this is not one (it is deselected here)."""
         c = catalog.BY_NAME.get(check)
         return c is not None and c.dra_only and not self.by_claim
+
+
+@dataclass(frozen=True)
+class Assigned:
+    """One record of the devices a container was assigned, as assignment_findings judges it: the kubelet's
+    PodResources List (verdicts.kubelet_assigned; dradevices.kubelet_claims_assigned on a DRA node) or the container's
+    ResourceClaims' allocation, which the scheduler wrote (dradevices.claims_assigned)."""
+
+    source: str  # the record, in words
+    names: list[str] | None  # its own names for the devices (device IDs, pool/device); None: no entry for the pod
+    ids: list[str] = field(default_factory=list)  # the GPU or MIG UUIDs those names stand for
+    unmatched: str = ""  # why the names cannot be matched to what a container sees ("" where they can)

@@ -24,6 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from .allocpath import Assigned
 from .counts import qty
 
 WITHHOLDING = ("NoSchedule", "NoExecute")
@@ -198,6 +199,46 @@ def claim_results(claims: list[dict], driver: str) -> list[dict]:
         results = ((((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
         out += [dict(r, claim=(c.get("metadata") or {}).get("name")) for r in results if r.get("driver") == driver]
     return out
+
+
+def claims_assigned(claims: list[dict], driver: str, slices: list[dict]) -> Assigned:
+    """The devices `driver` allocated to a pod's ResourceClaims (their status, written by the scheduler), with the
+    GPU UUIDs its slices publish for them, as verdicts.assignment_findings judges a record."""
+    names = [(c.get("metadata") or {}).get("name") or "?" for c in claims]
+    uuids = slice_uuids(driver, slices)
+    results = [(r.get("pool") or "", r.get("device") or "") for r in claim_results(claims, driver)]
+    bare = [f"{p}/{d}" for p, d in results if uuids.get((p, d)) is None]
+    return Assigned(f"the allocation of its claim(s) {', '.join(names) or '(none)'}", [f"{p}/{d}" for p, d in results],
+                    sorted({u for k in results if (u := uuids.get(k))}),
+                    f"{driver} publishes no uuid attribute for {', '.join(bare)}" if bare else "")
+
+
+def kubelet_claims_assigned(report: dict, namespace: str, pod: str, container: str, driver: str,
+                            slices: list[dict]) -> Assigned:
+    """The kubelet's own record of a DRA pod's container: PodResources List `dynamic_resources` (field 5 of
+    ContainerResources: kubernetes v1.37.2 pkg/kubelet/apis/podresources/server_v1.go, from the claims it prepared;
+    the node probe reports it as [{"claim": ns/name, "devices": [{"driver", "pool", "device", "cdi"}]}]), with the
+    GPU UUIDs the slices publish for `driver`'s devices. A kubelet that reports no dynamic resources for any
+    container (KubeletPodResourcesDynamicResources off: alpha before 1.34) gives no record to match."""
+    src = "the kubelet's PodResources List (dynamic_resources)"
+    pr = report.get("podResources") or {}
+    if pr.get("error"):
+        return Assigned(src, [], unmatched=f"the kubelet's PodResources List not read: {pr['error']}")
+    pods = pr.get("pods") or []
+    entry = next((p for p in pods if p.get("namespace") == namespace and p.get("name") == pod), None)
+    if entry is None:
+        return Assigned(src, None)
+    claims = next((list(c.get("claims") or []) for c in entry.get("containers") or [] if c.get("name") == container),
+                  [])
+    if not claims and not any(c.get("claims") for p in pods for c in p.get("containers") or []):
+        return Assigned(src, [], unmatched="the kubelet reports no dynamic resources for any container "
+                                          "(KubeletPodResourcesDynamicResources off: on by default since 1.34)")
+    uuids = slice_uuids(driver, slices)
+    keys = [(d.get("pool") or "", d.get("device") or "") for c in claims for d in c.get("devices") or []
+            if d.get("driver") == driver]
+    bare = [f"{p}/{d}" for p, d in keys if uuids.get((p, d)) is None]
+    return Assigned(src, [f"{p}/{d}" for p, d in keys], sorted({u for k in keys if (u := uuids.get(k))}),
+                    f"{driver} publishes no uuid attribute for {', '.join(bare)}" if bare else "")
 
 
 def allocated(driver: str, claims: Iterable[dict], skip: Iterable[tuple[str, str]] = ()) -> dict[str, list[str]]:

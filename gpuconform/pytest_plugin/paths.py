@@ -35,21 +35,30 @@ class DevicePluginPath:
         c.hand_over(verdicts.capacity_findings(node, exp) + twice)
 
     def registration(self, samples: list) -> None:
-        """kubelet_device_plugin_registration_total per resource, and no restart, during the run."""
+        """The kubelet holds the plugin as registered, and neither it nor the kubelet restarted during the run."""
         c, kubelet = self.check, self.check.run.kubelet
-        now = verdicts.registration_counts(samples, c.expectation().resources)
+        now, absent, ev = self.registrations(samples)
         started, started_before = verdicts.kubelet_started(samples), kubelet.kubelet_started_before.get(c.node)
         before = kubelet.registration_before.get(c.node) or {}
-        c.note("registration_total", {"at_start": before, "now": now, "kubelet_process_start_at_start": started_before,
-                                      "kubelet_process_start_now": started})
-        c.hand_over(verdicts.registration_findings(c.node, now, before, started, started_before))
+        c.note("registration", {**ev, "at_start": before, "now": now, "kubelet_process_start_at_start": started_before,
+                                "kubelet_process_start_now": started})
+        c.hand_over(verdicts.registration_findings(c.node, now, before, started, started_before, absent,
+                                                   self.facts.not_registered))
+
+    def registrations(self, samples: list) -> tuple[dict[str, float | None], dict[str, str], dict]:
+        """kubelet_device_plugin_registration_total per resource: (now, why absent, evidence)."""
+        return verdicts.registration_counts(samples, self.check.expectation().resources), {}, {}
+
+    def sockets(self) -> list[str | tuple[str, ...]]:
+        """The sockets the plugin serves in the kubelet's registration directory: one per resource."""
+        return self.check.expectation().sockets(self.check.cfg.get("plugin.socket"))
 
     def socket(self, listing: str, exit_code: int | None) -> None:
-        """One socket per resource in the kubelet's device-plugins directory."""
-        c = self.check
-        c.note("device-plugins listing", listing)
-        want = c.expectation().sockets(c.cfg.get("plugin.socket"))
-        c.hand_over(verdicts.socket_findings(c.node, listing, want, exit_code))
+        """The plugin's socket(s) in the kubelet's registration directory (device-plugins, plugins_registry)."""
+        c, f = self.check, self.facts
+        c.note(f"{f.registry_dir} listing", listing)
+        c.hand_over(verdicts.socket_findings(c.node, listing, self.sockets(), exit_code, f.registry_dir,
+                                             f.not_registered))
 
     # ------------------------------------------------------------ counts
 
@@ -94,22 +103,36 @@ class DevicePluginPath:
         return ""
 
     def kubelet_record(self) -> None:
-        """The kubelet's PodResources List names the devices the container sees; none assigned twice."""
+        """Each record of a held pod's devices (the kubelet's PodResources List; on a DRA node its claims'
+        allocation too) names the devices its container sees."""
         c = self.check
-        c.needs(c.cfg.get("nodeProbe.enabled"), "nodeProbe.enabled is false: the kubelet's record is not checked")
+        self.record_needs()
         c.needs_free_gpus(1)
         holder = c.start(c.probe_pod("record", "kubelet-record", 1, hold_s=timing.POD_HOLD_S))
         c.wait_running(holder)
         seen = verdicts.Seen.from_log(holder, 1, c.log_until(holder))
+        for assigned in self.records(holder):
+            found, ev = verdicts.assignment_findings(c.node, f"{c.namespace()}/{holder}/probe", assigned, seen.ids,
+                                                     self.facts.record_mismatch)
+            c.note(assigned.source, ev)
+            c.record(f"recorded by {assigned.source}", ", ".join(assigned.names or []) or "none")
+            c.hand_over(found)
+
+    def record_needs(self) -> None:
+        """What the kubelet-record check must be able to read here: the node probe."""
+        self.check.needs(self.check.cfg.get("nodeProbe.enabled"),
+                         "nodeProbe.enabled is false: the kubelet's record is not checked")
+
+    def records(self, holder: str) -> list[verdicts.Assigned]:
+        """The kubelet's PodResources List of the holder's container, after no device is assigned twice."""
+        c = self.check
         report = c.probe("record")
         twice = verdicts.double_assignment_findings(c.node, report)
         if twice and twice[0].code == "FAIL-DOUBLE-ALLOCATION":  # only pods still running count (kubelets < 1.34)
             active = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in c.pods_on_node()}
             twice = verdicts.double_assignment_findings(c.node, report, active)
         c.hand_over(twice)
-        found, ev = verdicts.assignment_findings(c.node, report, c.namespace(), holder, "probe", c.resource, seen.ids)
-        c.note("assignment", ev)
-        c.hand_over(found)
+        return [verdicts.kubelet_assigned(report, c.namespace(), holder, "probe", c.resource)]
 
     def withheld(self) -> dict[str, list[str]]:
         """Devices withheld from allocation by a taint (a DRA notion: none here)."""
@@ -134,20 +157,13 @@ class DraPath(DevicePluginPath):
         c.record("dra_devices", sum(len(p["devices"]) for p in ev["pools"].values()))
         c.hand_over(found)
 
-    def registration(self, samples: list) -> None:
-        """The kubelet's plugin manager holds the driver as registered, and the kubelet did not restart."""
-        c = self.check
-        found, ev = verdicts.dra.registration_metric_findings(
-            c.node, self.facts.driver, samples, verdicts.kubelet_started(samples),
-            c.run.kubelet.kubelet_started_before.get(c.node))
-        c.note("plugin manager", ev)
-        c.hand_over(found)
+    def registrations(self, samples: list) -> tuple[dict[str, float | None], dict[str, str], dict]:
+        """The kubelet's plugin manager holds one of the driver's registration sockets as registered."""
+        return verdicts.dra_registrations(samples, self.facts.driver, self.sockets()[0])
 
-    def socket(self, listing: str, exit_code: int | None) -> None:
-        """The driver's registration socket in the kubelet's plugins_registry directory."""
-        c = self.check
-        c.note("plugins_registry listing", listing)
-        c.hand_over(verdicts.dra.registrar_findings(c.node, self.facts.driver, listing, exit_code))
+    def sockets(self) -> list[str | tuple[str, ...]]:
+        """The driver's registration socket, one of the names its pods' UIDs give it."""
+        return [self.facts.registrar_sockets([p["metadata"].get("uid") or "" for p in self.check.plugin().pods])]
 
     def counts(self) -> None:
         """No device tainted out of service (slice or DeviceTaintRule); as many GPUs published as counted."""
@@ -179,27 +195,21 @@ class DraPath(DevicePluginPath):
         made = [r.get("resourceClaimName") or "(not recorded)" for r in status.get("resourceClaimStatuses") or []]
         return f"ResourceClaim {', '.join(made) or '(not recorded)'} of DeviceClass {f.device_class}"
 
-    def kubelet_record(self) -> None:
-        """The pod's claim's allocation is what its container sees; with the node probe, the kubelet's
-        PodResources List (dynamic_resources) records the same devices."""
+    def record_needs(self) -> None:
+        """The claims' allocation must be readable (the kubelet's own record is read where the node probe runs)."""
+        self.check.needs(self.check.granted("resourceclaims"), "get resourceclaims is not granted: a DRA pod's "
+                                                              "allocation is not read (manifests/rbac.yaml)")
+
+    def records(self, holder: str) -> list[verdicts.Assigned]:
+        """The holder's claims' allocation, and with the node probe the kubelet's PodResources List
+        (dynamic_resources) of its container."""
         c, driver = self.check, self.facts.driver
-        c.needs(c.granted("resourceclaims"), "get resourceclaims is not granted: a DRA pod's allocation is not read "
-                                             "(manifests/rbac.yaml)")
-        c.needs_free_gpus(1)
-        holder = c.start(c.probe_pod("record", "kubelet-record", 1, hold_s=timing.POD_HOLD_S))
-        c.wait_running(holder)
-        seen = verdicts.Seen.from_log(holder, 1, c.log_until(holder))
-        claims = c.claims_of(holder)
-        found, ev = verdicts.dra.claim_device_findings(c.node, holder, driver, claims, c.resource_slices(), seen.ids)
-        c.note("claim allocation", ev)
-        c.hand_over(found)
-        if c.probe_off():  # the kubelet's own record needs the node probe; the claim's was judged
-            return
-        found, ev = verdicts.dra.kubelet_claim_findings(c.node, c.probe("record"), c.namespace(), holder, "probe",
-                                                        driver, claims)
-        c.note("kubelet's record (PodResources dynamic_resources)", ev)
-        c.record("kubelet_claim_devices", ", ".join(ev.get("kubelet records (pool/device)") or []) or "none")
-        c.hand_over(found)
+        slices = c.resource_slices()
+        out = [dradevices.claims_assigned(c.claims_of(holder), driver, slices)]
+        if not c.probe_off():
+            out.append(dradevices.kubelet_claims_assigned(c.probe("record"), c.namespace(), holder, "probe", driver,
+                                                          slices))
+        return out
 
     def withheld(self) -> dict[str, list[str]]:
         """The devices its driver (or a DeviceTaintRule) tainted out of service now."""

@@ -11,12 +11,12 @@ from . import dra
 from .allocation import (Seen, access_findings, burst_findings, burst_size, count_findings, extra_pod_findings,
                          isolation_findings, isolation_request, unhealthy_ids_needed, vector_add_findings)
 from .common import busy, folded, not_checked, nvidia_tooling, unusable
-from .kubelet_record import (allocatable_agrees, allocatable_findings, assignment_findings, double_assignment_findings,
-                             hardware_findings, numa_counts, probe_report, reported_numa_findings,
+from .kubelet_record import (Assigned, allocatable_agrees, allocatable_findings, assignment_findings, double_assignment_findings,
+                             hardware_findings, kubelet_assigned, numa_counts, probe_report, reported_numa_findings,
                              status_update_s, with_pci_count)
 from .pods import classify, creation_refused, injection_failure
 from .latency import allocate_delta, latency_findings, latency_properties, latency_summary
-from .registration import (capacity_findings, kubelet_started, operator_findings, plugin_findings,
+from .registration import (capacity_findings, dra_registrations, kubelet_started, operator_findings, plugin_findings,
                            plugin_pod_findings, registration_counts, registration_findings, socket_findings)
 from .topology import (admission_errors_delta, admission_findings, alignment_from_log, expected_policies,
                        kubelet_policies, numa_findings, parse_configz, policy_findings)
@@ -26,7 +26,7 @@ __all__ = [
     # common: may the check run here?
     "busy", "folded", "not_checked", "nvidia_tooling", "unusable",
     # registration
-    "capacity_findings", "kubelet_started", "operator_findings", "plugin_findings", "plugin_pod_findings",
+    "capacity_findings", "dra_registrations", "kubelet_started", "operator_findings", "plugin_findings", "plugin_pod_findings",
     "registration_counts", "registration_findings", "socket_findings",
     # allocation
     "Seen", "access_findings", "burst_findings", "burst_size", "count_findings", "extra_pod_findings",
@@ -35,8 +35,8 @@ __all__ = [
     "admission_errors_delta", "admission_findings", "alignment_from_log", "expected_policies", "kubelet_policies",
     "numa_findings", "parse_configz", "policy_findings",
     # the node probe: the kubelet's record and the PCI hardware
-    "allocatable_agrees", "allocatable_findings", "assignment_findings", "double_assignment_findings",
-    "hardware_findings", "numa_counts", "probe_report", "reported_numa_findings", "status_update_s", "with_pci_count",
+    "Assigned", "allocatable_agrees", "allocatable_findings", "assignment_findings", "double_assignment_findings",
+    "hardware_findings", "kubelet_assigned", "numa_counts", "probe_report", "reported_numa_findings", "status_update_s", "with_pci_count",
     # pods: why a suite pod did not do what was asked
     "classify", "creation_refused", "injection_failure",
     # latency

@@ -3,22 +3,20 @@ v1.37.2 (k8s.io/api resource/v1 types.go; docs/vendors.md):
 - a driver publishes each pool of a node as ResourceSlices with spec.driver, spec.nodeName and spec.pool {name,
   generation, resourceSliceCount}; a pool is complete when resourceSliceCount slices of its highest generation
   exist (slices of older generations are being replaced; the scheduler uses only the newest);
-- its kubelet plugin registers through a socket in the kubelet's plugins_registry directory, named
-  `<driver>-reg.sock`, or with rolling updates `<driver>-<pod UID or hash>-reg.sock` / `dra-<hash>-reg.sock`
-  (k8s.io/dynamic-resource-allocation v0.37.2 kubeletplugin/draplugin.go RollingUpdateRegistrarSocketFile).
+- its kubelet plugin registers through a socket in the kubelet's plugins_registry directory
+  (AllocationPath.registrar_sockets), judged with the device plugin's by verdicts/registration.py.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from .. import vendors
 from ..counts import Expectation, qty
-from ..dradevices import (SAFE_LITERAL, attr, claim_results, informational, newest_devices, physical_gpus, pools,
-                          slice_uuids, withheld)
+from ..dradevices import (SAFE_LITERAL, attr, claim_results, claims_assigned, informational, newest_devices, physical_gpus, pools,
+                          withheld)
 from .common import Finding
-from .kubelet_record import _for_containers, _part
+from .kubelet_record import _for_containers, _part, assignment_findings
 
 
 def slice_findings(node: str, driver: str, slices: list[dict]) -> tuple[list[Finding], dict]:
@@ -156,83 +154,6 @@ def count_findings(node: str, driver: str, slices: list[dict], exp: Expectation,
     return out, ev
 
 
-def _registrar_socket(driver: str) -> re.Pattern:
-    """The names of `driver`'s registration socket in the kubelet's plugins_registry (module docstring)."""
-    return re.compile(rf"^{re.escape(driver)}(-[A-Za-z0-9_-]+)?-reg\.sock$|^dra-[A-Za-z0-9_-]+-reg\.sock$")
-
-
-def registrar_findings(node: str, driver: str, listing: str, exit_code: int | None = 0) -> list[Finding]:
-    """`ls -la` of the kubelet's plugins_registry directory shows a registration socket of `driver`."""
-    if exit_code != 0:
-        return [Finding("ERROR-API", f"{node}: socket probe exited {exit_code}: {listing[-300:]}")]
-    entries = [ln.split()[-1] for ln in listing.splitlines()[1:] if ln.split()]
-    own = _registrar_socket(driver)
-    if any(own.match(e) for e in entries):
-        return []
-    return [Finding("FAIL-DRA-NOT-REGISTERED", f"{node}: no registration socket of {driver} in the kubelet's "
-                    f"plugins_registry directory (entries: {[e for e in entries if e not in ('.', '..')]})")]
-
-
-# The kubelet's plugin manager gauge (kubernetes v1.37.2 pkg/kubelet/pluginmanager/metrics/metrics.go, ALPHA):
-# plugins by socket_path and state; "actual_state_of_world" holds the plugins whose registration completed
-# (a DRA driver's, a CSI driver's), "desired_state_of_world" the sockets the watcher found.
-PLUGIN_MANAGER = "plugin_manager_total_plugins"
-
-
-def registration_metric_findings(node: str, driver: str, samples: list, started: float | None,
-                                 started_before: float | None) -> tuple[list[Finding], dict]:
-    """The registration check on a DRA node, from the kubelet's /metrics: the kubelet did not restart during the
-    run (FAIL-F11-REGISTRATION-UNSTABLE) and its plugin manager holds `driver`'s registration socket as registered
-    (actual state of world); FAIL-DRA-NOT-REGISTERED when it is only found (desired state) or absent."""
-    own = _registrar_socket(driver)
-    states: dict[str, list[str]] = {}
-    for name, labels, value in samples:
-        ls = dict(labels)
-        sock = ls.get("socket_path", "")
-        if name == PLUGIN_MANAGER and value > 0 and own.match(sock.rsplit("/", 1)[-1]):
-            states.setdefault(ls.get("state", ""), []).append(sock)
-    ev = {"driver": driver, "registered (actual state)": states.get("actual_state_of_world", []),
-          "found (desired state)": states.get("desired_state_of_world", []),
-          "kubelet process start": {"at start": started_before, "now": started}}
-    if started is not None and started_before is not None and started != started_before:
-        return [Finding("FAIL-F11-REGISTRATION-UNSTABLE", f"{node}: the kubelet restarted during the run (process "
-                        f"start time {started_before:.0f} -> {started:.0f}): every DRA driver had to register "
-                        "again")], ev
-    if states.get("actual_state_of_world"):
-        return [], ev
-    found = states.get("desired_state_of_world")
-    why = (f"its socket {found[0]} is found but the registration did not complete" if found else
-           "no socket of it is known to the plugin manager")
-    return [Finding("FAIL-DRA-NOT-REGISTERED", f"{node}: the kubelet's {PLUGIN_MANAGER} has no registered plugin "
-                    f"of {driver}: {why}")], ev
-
-
-def claim_device_findings(node: str, pod: str, driver: str, claims: list[dict], slices: list[dict],
-                          seen: list[str]) -> tuple[list[Finding], dict]:
-    """The devices a pod's ResourceClaims were allocated (their status, written by the scheduler) are the devices
-    its container sees (GPU UUIDs in nvidia-smi, through the slices' `uuid` attribute): FAIL-DRA-WRONG-DEVICE when
-    the driver injected another device, or none; NOTCHECKED-OPTIONAL when the driver publishes no UUIDs to match."""
-    results = claim_results(claims, driver)
-    uuids = slice_uuids(driver, slices)
-    allocated = {f"{r.get('pool')}/{r.get('device')}": uuids.get((r.get("pool") or "", r.get("device") or ""))
-                 for r in results}
-    ev = {"claims": [(c.get("metadata") or {}).get("name") for c in claims], "allocated (pool/device: uuid)": allocated,
-          "seen in the container": seen}
-    if not results:
-        return [Finding("FAIL-DRA-WRONG-DEVICE", f"{node}: pod {pod} runs but its claims "
-                        f"({', '.join(ev['claims']) or 'none'}) show no {driver} allocation")], ev
-    if any(u is None for u in allocated.values()):
-        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: {driver} publishes no uuid attribute for "
-                        f"{', '.join(k for k, u in allocated.items() if u is None)}: what pod {pod} sees cannot be "
-                        "matched to its allocation")], ev
-    want, got = sorted(set(allocated.values())), sorted(set(seen))
-    if want != got:
-        return [Finding("FAIL-DRA-WRONG-DEVICE", f"{node}: pod {pod} was allocated {', '.join(allocated)} "
-                        f"({', '.join(want)}) but sees {', '.join(got) or 'no GPU'}: the driver injected "
-                        f"{'another device' if got else 'nothing'}")], ev
-    return [], ev
-
-
 def tainted_allocation_findings(node: str, driver: str, claims_of: dict[str, list[dict]],
                                 out_of_service: dict[str, list[str]]) -> tuple[list[Finding], dict]:
     """No pod's claim (`claims_of`: pod -> its ResourceClaims as the scheduler allocated them; the suite's claims
@@ -304,15 +225,16 @@ def health_findings(node: str, driver: str, entries: list[dict[str, str]], claim
 def shared_claim_findings(node: str, claim: dict | None, driver: str, slices: list[dict],
                           seen: dict[str, list[str]]) -> tuple[list[Finding], dict]:
     """Pods naming one ResourceClaim (`seen`: pod -> GPU UUIDs its container sees) each see exactly the devices the
-    claim was allocated: FAIL-DRA-WRONG-DEVICE otherwise (one of them sees another device, or none)."""
+    claim was allocated (assignment_findings on the claim's record): FAIL-DRA-WRONG-DEVICE otherwise (one of them
+    sees another device, or none)."""
     name = ((claim or {}).get("metadata") or {}).get("name") or "?"
+    assigned = claims_assigned([claim] if claim else [], driver, slices)
     out: list[Finding] = []
     ev: dict = {"claim": name, "reserved for": [r.get("name") for r in ((claim or {}).get("status") or {}).get(
-        "reservedFor") or []]}
+        "reservedFor") or []], "allocated": assigned.names, "as GPU UUIDs": assigned.ids}
     for pod, ids in seen.items():
-        found, e = claim_device_findings(node, pod, driver, [claim] if claim else [], slices, ids)
-        ev[pod] = e["seen in the container"]
-        ev["allocated (pool/device: uuid)"] = e["allocated (pool/device: uuid)"]
+        found, _ = assignment_findings(node, f"pod {pod}", assigned, ids, "FAIL-DRA-WRONG-DEVICE")
+        ev[pod] = ids
         out += [Finding(f.code, f.message + (f" (the claim {name} is shared by {', '.join(seen)})"
                                              if f.code.startswith("FAIL") else "")) for f in found]
     return out, ev
@@ -381,43 +303,3 @@ def admin_access_findings(node: str, namespace: str, labels: dict[str, str], dev
         why = (f"; the namespace has no {ADMIN_LABEL}=true label: the API server does not enforce it (a Kubernetes "
                "release before 1.33, or an admission webhook adding adminAccess after validation)")
     return [Finding("FAIL-DRA-ADMIN-ACCESS-GRANTED", asked + why)], dict(ev, verdict="admitted with adminAccess")
-
-
-def kubelet_claims(report: dict, namespace: str, pod: str, container: str) -> list[dict] | None:
-    """The claims the kubelet's PodResources List records for one container (`dynamic_resources`, nodeprobe.py:
-    [{"claim": ns/name, "devices": [{"driver", "pool", "device", "cdi"}]}]); None when List does not show the pod."""
-    for p in (report.get("podResources") or {}).get("pods", []):
-        if p.get("namespace") == namespace and p.get("name") == pod:
-            return next((list(c.get("claims") or []) for c in p.get("containers", []) if c.get("name") == container),
-                        [])
-    return None
-
-
-def kubelet_claim_findings(node: str, report: dict, namespace: str, pod: str, container: str, driver: str,
-                           claims: list[dict]) -> tuple[list[Finding], dict]:
-    """The kubelet's own record of a DRA pod's container (PodResources List `dynamic_resources`, field 5 of
-    ContainerResources: kubernetes v1.37.2 pkg/kubelet/apis/podresources/server_v1.go, from the claims it
-    prepared) names the devices its ResourceClaims were allocated (their status, as the scheduler wrote it):
-    FAIL-DRA-WRONG-DEVICE when it records other devices or none. A kubelet that reports no dynamic resources for
-    any container (KubeletPodResourcesDynamicResources off: alpha before 1.34) gives NOTCHECKED-OPTIONAL."""
-    pr, err = _part(report, "podResources")
-    if err:
-        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: the kubelet's PodResources List not read: {err}")], {}
-    want = sorted(f"{r.get('pool')}/{r.get('device')}" for r in claim_results(claims, driver))
-    got = kubelet_claims(report, namespace, pod, container)
-    recorded = sorted(f"{d.get('pool')}/{d.get('device')}" for c in got or [] for d in c.get("devices") or []
-                      if d.get("driver") == driver)
-    ev = {"claims allocated (pool/device)": want, "kubelet records (pool/device)": recorded,
-          "kubelet's claims": got}
-    if got is None:
-        return [Finding("FAIL-DRA-WRONG-DEVICE", f"{node}: the kubelet's PodResources List has no pod "
-                        f"{namespace}/{pod}, which runs with a {driver} claim")], ev
-    if not got and not any(c.get("claims") for p in pr.get("pods", []) for c in p.get("containers", [])):
-        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: the kubelet reports no dynamic resources for any container "
-                        "(KubeletPodResourcesDynamicResources off: on by default since Kubernetes 1.34)")], ev
-    if recorded != want:
-        return [Finding("FAIL-DRA-WRONG-DEVICE", f"{node}: the kubelet records {', '.join(recorded) or 'no device'} "
-                        f"for {namespace}/{pod}/{container} (PodResources dynamic_resources), but its claims were "
-                        f"allocated {', '.join(want) or 'nothing'}: the kubelet prepared other devices than the "
-                        "scheduler allocated")], ev
-    return [], ev

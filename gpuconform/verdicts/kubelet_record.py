@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from .. import vendors
+from ..allocpath import Assigned
 from ..counts import Expectation, _count_label, qty
 from .common import Finding
 from ..nodeprobe import gpu_functions
@@ -280,30 +281,42 @@ def assigned_to(report: dict, namespace: str, pod: str, container: str) -> dict[
     return None
 
 
-def assignment_findings(node: str, report: dict, namespace: str, pod: str, container: str, resource: str,
-                        seen: list[str]) -> tuple[list[Finding], dict]:
-    """The devices the kubelet assigned to the suite's container equal what the container sees (the GPU or MIG
-    UUIDs nvidia-smi lists in it; replicas by their GPU). IDs that are not UUIDs (deviceIDStrategy=index) cannot
-    be matched to what a pod sees: not checked, with the IDs as evidence."""
+def kubelet_assigned(report: dict, namespace: str, pod: str, container: str, resource: str) -> Assigned:
+    """The device plugin's devices the kubelet's PodResources List records for one container (replicas by their
+    GPU). IDs that are not UUIDs (deviceIDStrategy=index) cannot be matched to what a pod sees."""
+    src = "the kubelet's PodResources List"
+    _, err = _part(report, "podResources")
+    if err:
+        return Assigned(src, [], unmatched=f"the kubelet's PodResources List not read: {err}")
     got = assigned_to(report, namespace, pod, container)
-    ev = {"kubelet assigned": got, "container sees": seen}
     if got is None:
-        return [Finding("FAIL-KUBELET-RECORD-MISMATCH", f"{node}: the kubelet's PodResources List has no pod "
-                                                       f"{namespace}/{pod}, which holds a {resource} device")], ev
+        return Assigned(src, None)
     ids = got.get(resource, [])
-    if not ids:
-        return [Finding("FAIL-KUBELET-RECORD-MISMATCH", f"{node}: the kubelet's record assigns no {resource} device to "
-                                                       f"{namespace}/{pod}/{container}, which requested one "
-                                                       f"(it has: {got or 'nothing'})")], ev
     want = sorted({gpu_id(i) for i in ids})
-    if not all(w.startswith(("GPU-", "MIG-")) for w in want):
-        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: the plugin names devices by index ({ids}), not by UUID "
-                                           "(deviceIDStrategy=index): what the pod sees cannot be matched")], ev
-    if sorted(set(seen)) != want:
-        return [Finding("FAIL-KUBELET-RECORD-MISMATCH",
-                        f"{node}: the kubelet assigned {resource} {ids} to {namespace}/{pod}/{container}, but the "
-                        f"container sees {sorted(set(seen)) or 'no GPU'}: the plugin injected other devices than "
-                        "it was asked for")], ev
+    index = "" if all(w.startswith(("GPU-", "MIG-")) for w in want) else \
+        f"the plugin names devices by index ({ids}), not by UUID (deviceIDStrategy=index)"
+    return Assigned(f"{src} ({resource})", ids, want, index)
+
+
+def assignment_findings(node: str, who: str, assigned: Assigned, seen: list[str],
+                        code: str) -> tuple[list[Finding], dict]:
+    """The devices a record (`assigned`) gives the container `who` (namespace/pod/container) are the devices it sees
+    (the GPU or MIG UUIDs nvidia-smi lists in it): `code` (the path's, AllocationPath.record_mismatch) when the
+    record has no entry for the pod, assigns it nothing, or names other devices; NOTCHECKED-OPTIONAL where its
+    names cannot be matched to what a container sees."""
+    ev = {f"{assigned.source} records": assigned.names, "as GPU UUIDs": assigned.ids, "container sees": seen}
+    if assigned.names is None:
+        return [Finding(code, f"{node}: {assigned.source} has no entry for {who}, which runs with a GPU")], ev
+    if assigned.unmatched:
+        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: {assigned.unmatched}: what {who} sees cannot be matched "
+                                           "to its record")], ev
+    if not assigned.names:
+        return [Finding(code, f"{node}: {assigned.source} assigns no device to {who}, which requested one")], ev
+    got = sorted(set(seen))
+    if got != sorted(set(assigned.ids)):
+        return [Finding(code, f"{node}: {assigned.source} gives {who} {', '.join(assigned.names)} "
+                              f"({', '.join(assigned.ids)}), but the container sees {', '.join(got) or 'no GPU'}: "
+                              f"{'other devices' if got else 'nothing'} than it was allocated were injected")], ev
     return [], ev
 
 
@@ -316,5 +329,5 @@ def numa_counts(report: dict) -> dict[str, int]:
                                          .items(), key=lambda kv: str(kv[0]))}
 
 
-__all__ = ["allocatable_findings", "assignment_findings", "double_assignment_findings", "gpu_id",
-           "hardware_findings", "holders", "numa_counts", "probe_report", "reported_numa_findings"]
+__all__ = ["Assigned", "allocatable_findings", "assignment_findings", "double_assignment_findings", "gpu_id",
+           "hardware_findings", "holders", "kubelet_assigned", "numa_counts", "probe_report", "reported_numa_findings"]

@@ -55,17 +55,22 @@ def capacity_findings(node: dict, exp: Expectation) -> list[Finding]:
     return out
 
 
-def socket_findings(node: str, listing: str, want: list[str], exit_code: int | None = 0) -> list[Finding]:
-    """`ls -la` of the device-plugins directory (the probe's log, `exit_code` its exit status) must show every
-    expected socket (one per resource). A probe that failed gives no verdict (ERROR-API)."""
+def socket_findings(node: str, listing: str, want: list[str | tuple[str, ...]], exit_code: int | None = 0,
+                    where: str = "device-plugins", code: str = "FAIL-F01-NOT-REGISTERED") -> list[Finding]:
+    """`ls -la` of the kubelet's registration directory `where` (the probe's log, `exit_code` its exit status) must
+    show every socket of `want`: a name, or a tuple of names any one of which will do (a DRA driver's registration
+    socket, whose name a rolling update derives from its pod: AllocationPath.sockets). `code` when one is missing
+    (the path's not-registered code); a probe that failed gives no verdict (ERROR-API)."""
     if exit_code != 0:
         return [Finding("ERROR-API", f"{node}: socket probe exited {exit_code}: {listing[-300:]}")]
     entries = [ln.split()[-1] for ln in listing.splitlines()[1:] if ln.split()]
-    missing = [s for s in want if s not in entries]
+    options = [(w,) if isinstance(w, str) else tuple(w) for w in want]
+    missing = [o for o in options if not set(o) & set(entries)]
     if not missing:
         return []
-    return [Finding("FAIL-F01-NOT-REGISTERED", f"{node}: {', '.join(missing)} not found in "
-                    f"/var/lib/kubelet/device-plugins (expected {want}; entries: {entries})")]
+    named = ", ".join(o[0] if len(o) == 1 else f"{o[0]} (or one of {', '.join(o[1:])})" for o in missing)
+    return [Finding(code, f"{node}: {named} not found in the kubelet's {where} directory (expected "
+                          f"{[o[0] for o in options]}; entries: {[e for e in entries if e not in ('.', '..')]})")]
 
 
 def registration_counts(samples: list[metrics.Sample], resources: list[str]) -> dict[str, float | None]:
@@ -79,27 +84,61 @@ def kubelet_started(samples: list[metrics.Sample]) -> float | None:
 
 
 def registration_findings(node: str, now: dict[str, float | None], before: dict[str, float | None],
-                          started: float | None, started_before: float | None) -> list[Finding]:
-    """Neither the kubelet restarted nor a counter grew since the run started (F11: a re-registration means
-    a plugin or kubelet restart), and the counter is present for each resource (F01). A restart comes
-    first: right after one, the counter is absent until the plugin has re-registered, and the restart is
-    the cause to name. Upstream (kubernetes v1.34): the counter is an in-memory CounterVec in the kubelet's
-    legacy registry (pkg/kubelet/metrics/metrics.go, DevicePluginRegistrationCount), incremented by the
-    registration server's Register (pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go), so a new kubelet
-    process has no sample for a resource until its plugin registers again."""
+                          started: float | None, started_before: float | None,
+                          absent: dict[str, str] | None = None,
+                          code: str = "FAIL-F01-NOT-REGISTERED") -> list[Finding]:
+    """Neither the kubelet restarted nor a registration counter grew since the run started (F11: a re-registration
+    means a plugin or kubelet restart), and each of `now`'s registrations is present (`code`, the path's
+    not-registered code; `absent` says why one is missing, by key). `now`/`before` map what registers (a resource,
+    a DRA driver) to the kubelet's count of its registrations, None where it has none: the device plugin's from
+    registration_counts, a DRA driver's from dra_registrations. A restart comes first: right after one, the
+    registration is absent until the plugin has registered again, and the restart is the cause to name. Upstream
+    (kubernetes v1.34): the device-plugin counter is an in-memory CounterVec in the kubelet's legacy registry
+    (pkg/kubelet/metrics/metrics.go, DevicePluginRegistrationCount), incremented by the registration server's
+    Register (pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go), so a new kubelet process has no sample for a
+    resource until its plugin registers again."""
     out = []
     if started is not None and started_before is not None and started != started_before:
         out.append(Finding("FAIL-F11-REGISTRATION-UNSTABLE", f"{node}: the kubelet restarted during the run (process "
-                           f"start time {started_before:.0f} -> {started:.0f}); its registration counters restarted "
-                           f"at {now}, so the plugin had to re-register and allocatable may have dropped meanwhile"))
-    out += [Finding("FAIL-F01-NOT-REGISTERED", f"{node}: {REGISTRATIONS}{{resource_name=\"{res}\"}} is absent: the "
-                    "kubelet has no registration for this resource since it started")
-            for res, n in now.items() if n is None]
-    for res, n in now.items():
-        if n is not None and before.get(res) is not None and n > before[res]:
-            out.append(Finding("FAIL-F11-REGISTRATION-UNSTABLE", f"{node}: registration counter for {res} went "
-                               f"{before[res]:g} -> {n:g} during the run (plugin or kubelet restarted)"))
+                           f"start time {started_before:.0f} -> {started:.0f}); its registrations restarted at "
+                           f"{now}, so every plugin had to register again and allocatable may have dropped "
+                           "meanwhile"))
+    absent = absent or {}
+    out += [Finding(code, f"{node}: " + absent.get(key, f"{REGISTRATIONS}{{resource_name=\"{key}\"}} is absent: the "
+                                             "kubelet has no registration for this resource since it started"))
+            for key, n in now.items() if n is None]
+    for key, n in now.items():
+        if n is not None and before.get(key) is not None and n > before[key]:
+            out.append(Finding("FAIL-F11-REGISTRATION-UNSTABLE", f"{node}: registration counter for {key} went "
+                               f"{before[key]:g} -> {n:g} during the run (plugin or kubelet restarted)"))
     return out
+
+
+# The kubelet's plugin manager gauge (kubernetes v1.37.2 pkg/kubelet/pluginmanager/metrics/metrics.go, ALPHA):
+# plugins by socket_path and state; "actual_state_of_world" holds the plugins whose registration completed
+# (a DRA driver's, a CSI driver's), "desired_state_of_world" the sockets the watcher found.
+PLUGIN_MANAGER = "plugin_manager_total_plugins"
+
+
+def dra_registrations(samples: list[metrics.Sample], driver: str,
+                      sockets: tuple[str, ...]) -> tuple[dict[str, float | None], dict[str, str], dict]:
+    """A DRA driver's registration as registration_findings takes it, from the kubelet's plugin manager gauge: 1
+    when one of its registration `sockets` (AllocationPath.sockets) is in the actual state of world, None (with
+    why, for `absent`) when it is only found (desired state) or not known. Returns (now, absent, evidence)."""
+    states: dict[str, list[str]] = {}
+    for name, labels, value in samples:
+        ls = dict(labels)
+        sock = ls.get("socket_path", "")
+        if name == PLUGIN_MANAGER and value > 0 and sock.rsplit("/", 1)[-1] in sockets:
+            states.setdefault(ls.get("state", ""), []).append(sock)
+    ev = {"driver": driver, "registered (actual state)": states.get("actual_state_of_world", []),
+          "found (desired state)": states.get("desired_state_of_world", []), "its socket names": list(sockets)}
+    if states.get("actual_state_of_world"):
+        return {driver: 1.0}, {}, ev
+    found = states.get("desired_state_of_world")
+    why = (f"its socket {found[0]} is found but the registration did not complete" if found else
+           "no socket of it is known to the plugin manager")
+    return {driver: None}, {driver: f"the kubelet's {PLUGIN_MANAGER} has no registered plugin of {driver}: {why}"}, ev
 
 
 def operator_findings(node: str, validators: list[dict], selector: str, namespace: str) -> list[Finding]:

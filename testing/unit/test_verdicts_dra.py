@@ -9,6 +9,7 @@ from test_verdicts_kubelet_record import pci
 
 from gpuconform import dradevices, metrics, verdicts
 from gpuconform.counts import Expectation
+from gpuconform.allocpath import AllocationPath
 
 DRIVER = "gpu.nvidia.com"
 
@@ -60,12 +61,33 @@ srwxr-xr-x 1 0 0 0 Dec  5 07:02 {sock}
 """
 
 
+UID = "0f8c2d4e-1111-2222-3333-444455556666"  # a driver pod's UID
+PATH_ = AllocationPath(name="dra", driver=DRIVER, device_class=DRIVER)
+
+
+def dra_socket(listing: str, exit_code: int | None = 0):
+    """The socket check as a DRA node's path makes it: one of the driver's registration socket names."""
+    return verdicts.socket_findings("n", listing, [PATH_.registrar_sockets([UID])], exit_code, PATH_.registry_dir,
+                                    PATH_.not_registered)
+
+
 def test_the_driver_registration_socket_is_found_under_each_naming_upstream_uses():
-    for sock in ("gpu.nvidia.com-reg.sock", "gpu.nvidia.com-8d3c1e2a-reg.sock", "dra-AbC_d-9-reg.sock"):
-        assert verdicts.dra.registrar_findings("n", DRIVER, LISTING.format(sock=sock)) == [], sock
-    missing = verdicts.dra.registrar_findings("n", DRIVER, LISTING.format(sock="other.example.com-reg.sock"))
+    # k8s.io/dynamic-resource-allocation v0.37.2 RollingUpdateRegistrarSocketFile's three forms for pod UID, the
+    # hashed ones computed with its Go code (sha256 + base64.RawURLEncoding) on this machine
+    for sock in ("gpu.nvidia.com-reg.sock", f"gpu.nvidia.com-{UID}-reg.sock", "gpu.nvidia.com-ARFyXgzgPbM-reg.sock",
+                 "dra-CallsBzNmeLSszLrLzuIbA-reg.sock"):
+        assert dra_socket(LISTING.format(sock=sock)) == [], sock
+    missing = dra_socket(LISTING.format(sock="other.example.com-reg.sock"))
     assert codes(missing) == ["FAIL-DRA-NOT-REGISTERED"] and "other.example.com-reg.sock" in missing[0].message
-    assert codes(verdicts.dra.registrar_findings("n", DRIVER, "ls: not found", exit_code=1)) == ["ERROR-API"]
+    assert "plugins_registry" in missing[0].message
+    assert codes(dra_socket("ls: not found", exit_code=1)) == ["ERROR-API"]
+
+
+def test_another_drivers_hashed_registration_socket_is_not_the_gpu_drivers():
+    # compute-domain.nvidia.com's third-form socket for another pod: the old pattern dra-<anything>-reg.sock took it
+    # for the GPU driver's (dra-facts-2026-12 2.11)
+    other = AllocationPath(driver="compute-domain.nvidia.com").registrar_sockets(["9a9a9a9a-0000-0000-0000-000000000000"])
+    assert codes(dra_socket(LISTING.format(sock=other[-1]))) == ["FAIL-DRA-NOT-REGISTERED"]
 
 
 def uuid_slice(*uuids):
@@ -82,34 +104,41 @@ def claim(*devices, name="gpuconform-record-gpu-node-dra-gpu-q8vx2"):
         {"request": "gpu", "driver": DRIVER, "pool": "gpu-node-dra", "device": d} for d in devices]}}}}
 
 
+def claim_record(claims, slices, seen):
+    """The kubelet-record check's claim record as a DRA node's path makes it."""
+    return verdicts.assignment_findings("n", "ns/p/probe", dradevices.claims_assigned(claims, DRIVER, slices), seen,
+                                        PATH_.record_mismatch)
+
+
 def test_the_allocated_device_is_the_one_the_container_sees():
-    found, ev = verdicts.dra.claim_device_findings("n", "p", DRIVER, [claim("gpu-1")], [uuid_slice("GPU-a", "GPU-b")],
-                                                   ["GPU-b"])
-    assert found == [] and ev["allocated (pool/device: uuid)"] == {"gpu-node-dra/gpu-1": "GPU-b"}
+    found, ev = claim_record([claim("gpu-1")], [uuid_slice("GPU-a", "GPU-b")], ["GPU-b"])
+    assert found == [] and ev["as GPU UUIDs"] == ["GPU-b"]
+    assert ev["the allocation of its claim(s) gpuconform-record-gpu-node-dra-gpu-q8vx2 records"] == [
+        "gpu-node-dra/gpu-1"]
 
 
 def test_another_device_injected_or_none_is_a_wrong_device():
     slices = [uuid_slice("GPU-a", "GPU-b")]
-    wrong, _ = verdicts.dra.claim_device_findings("n", "p", DRIVER, [claim("gpu-0")], slices, ["GPU-b"])
-    assert codes(wrong) == ["FAIL-DRA-WRONG-DEVICE"] and "allocated gpu-node-dra/gpu-0 (GPU-a) but sees GPU-b" in \
-        wrong[0].message
-    none, _ = verdicts.dra.claim_device_findings("n", "p", DRIVER, [claim("gpu-0")], slices, [])
-    assert codes(none) == ["FAIL-DRA-WRONG-DEVICE"] and "injected nothing" in none[0].message
-    unallocated, _ = verdicts.dra.claim_device_findings("n", "p", DRIVER, [{"metadata": {"name": "c"}}], slices, [])
-    assert codes(unallocated) == ["FAIL-DRA-WRONG-DEVICE"] and "show no gpu.nvidia.com allocation" in \
+    wrong, _ = claim_record([claim("gpu-0")], slices, ["GPU-b"])
+    assert codes(wrong) == ["FAIL-DRA-WRONG-DEVICE"] and "gives ns/p/probe gpu-node-dra/gpu-0 (GPU-a), but the " \
+        "container sees GPU-b" in wrong[0].message
+    none, _ = claim_record([claim("gpu-0")], slices, [])
+    assert codes(none) == ["FAIL-DRA-WRONG-DEVICE"] and "sees no GPU: nothing" in none[0].message
+    unallocated, _ = claim_record([{"metadata": {"name": "c"}}], slices, [])
+    assert codes(unallocated) == ["FAIL-DRA-WRONG-DEVICE"] and "assigns no device to ns/p/probe" in \
         unallocated[0].message
 
 
 def test_a_driver_without_uuid_attributes_leaves_the_match_unchecked():
-    found, _ = verdicts.dra.claim_device_findings("n", "p", DRIVER, [claim("gpu-0")], [slice_()], ["GPU-a"])
+    found, _ = claim_record([claim("gpu-0")], [slice_()], ["GPU-a"])
     assert codes(found) == ["NOTCHECKED-OPTIONAL"] and "no uuid attribute" in found[0].message
 
 
 def test_pods_sharing_a_claim_each_see_its_device():
     slices, c = [uuid_slice("GPU-a", "GPU-b")], claim("gpu-1", name="shared-n")
     found, ev = verdicts.dra.shared_claim_findings("n", c, DRIVER, slices, {"shared0": ["GPU-b"], "shared1": ["GPU-b"]})
-    assert found == [] and ev["shared0"] == ["GPU-b"] and ev["allocated (pool/device: uuid)"] == {
-        "gpu-node-dra/gpu-1": "GPU-b"}
+    assert found == [] and ev["shared0"] == ["GPU-b"] and ev["allocated"] == ["gpu-node-dra/gpu-1"]
+    assert ev["as GPU UUIDs"] == ["GPU-b"]
     found, _ = verdicts.dra.shared_claim_findings("n", c, DRIVER, slices, {"shared0": ["GPU-b"], "shared1": ["GPU-a"]})
     assert codes(found) == ["FAIL-DRA-WRONG-DEVICE"] and "pod shared1" in found[0].message
     assert "the claim shared-n is shared by shared0, shared1" in found[0].message
@@ -194,20 +223,24 @@ ALLOCATED = [{"metadata": {"name": "record-gpu-node-dra-gpus-x7k2q"}, "status": 
 
 
 def kubelet_claim(report):
-    return verdicts.dra.kubelet_claim_findings("n", report, "gpuconform-r1", "record-gpu-node-dra", "probe", DRIVER,
-                                               ALLOCATED)
+    """The kubelet's record as a DRA node's path judges it: against what the container sees (gpu-1's GPU-b)."""
+    rec = dradevices.kubelet_claims_assigned(report, "gpuconform-r1", "record-gpu-node-dra", "probe", DRIVER,
+                                             [uuid_slice("GPU-a", "GPU-b")])
+    return verdicts.assignment_findings("n", "gpuconform-r1/record-gpu-node-dra/probe", rec, ["GPU-b"],
+                                        PATH_.record_mismatch)
 
 
 def test_the_kubelets_record_of_the_claim_matching_its_allocation_passes():
     found, ev = kubelet_claim(pr_report("gpu-1"))
-    assert found == [] and ev["kubelet records (pool/device)"] == ["gpu-node-dra/gpu-1"]
+    assert found == [] and ev["the kubelet's PodResources List (dynamic_resources) records"] == ["gpu-node-dra/gpu-1"]
 
 
 def test_the_kubelet_recording_another_device_than_allocated_is_a_wrong_device():
     found, _ = kubelet_claim(pr_report("gpu-0"))
-    assert codes(found) == ["FAIL-DRA-WRONG-DEVICE"] and "records gpu-node-dra/gpu-0" in found[0].message
+    assert codes(found) == ["FAIL-DRA-WRONG-DEVICE"] and "gpu-node-dra/gpu-0 (GPU-a), but the container sees GPU-b" \
+        in found[0].message
     found, _ = kubelet_claim(pr_report(pod="someone-else"))
-    assert codes(found) == ["FAIL-DRA-WRONG-DEVICE"] and "has no pod" in found[0].message
+    assert codes(found) == ["FAIL-DRA-WRONG-DEVICE"] and "has no entry for" in found[0].message
 
 
 def test_a_kubelet_without_dynamic_resources_in_podresources_is_not_checked():
@@ -366,27 +399,29 @@ process_start_time_seconds 1.76498e+09
 """
 
 
+def dra_registration(samples, started=None, started_before=None):
+    now, absent, ev = verdicts.dra_registrations(samples, DRIVER, PATH_.registrar_sockets([UID]))
+    return verdicts.registration_findings("n", now, {}, started, started_before, absent, PATH_.not_registered), ev
+
+
 def test_the_kubelets_plugin_manager_holding_the_driver_registered_passes():
     samples = metrics.parse(PLUGIN_MANAGER_METRICS)
-    ok, ev = verdicts.dra.registration_metric_findings("n", DRIVER, samples, 1.76498e9, 1.76498e9)
+    ok, ev = dra_registration(samples, 1.76498e9, 1.76498e9)
     assert ok == [] and ev["registered (actual state)"] == [
         "/var/lib/kubelet/plugins_registry/gpu.nvidia.com-reg.sock"]
     # found but not registered, or not known at all
     found_only = [s for s in samples if ("state", "actual_state_of_world") not in s[1]]
-    bad, _ = verdicts.dra.registration_metric_findings("n", DRIVER, found_only, None, None)
+    bad, _ = dra_registration(found_only)
     assert codes(bad) == ["FAIL-DRA-NOT-REGISTERED"] and "registration did not complete" in bad[0].message
-    none, _ = verdicts.dra.registration_metric_findings("n", DRIVER, metrics.parse("process_start_time_seconds 1\n"),
-                                                        None, None)
+    none, _ = dra_registration(metrics.parse("process_start_time_seconds 1\n"))
     assert codes(none) == ["FAIL-DRA-NOT-REGISTERED"] and "no socket of it" in none[0].message
     # another driver's socket is not this driver's registration
     other = metrics.parse(PLUGIN_MANAGER_METRICS.replace("gpu.nvidia.com-reg", "net.example.com-reg"))
-    assert codes(verdicts.dra.registration_metric_findings("n", DRIVER, other, None, None)[0]) == [
-        "FAIL-DRA-NOT-REGISTERED"]
+    assert codes(dra_registration(other)[0]) == ["FAIL-DRA-NOT-REGISTERED"]
 
 
 def test_a_kubelet_restart_during_the_run_is_an_unstable_registration_on_dra_too():
-    found, _ = verdicts.dra.registration_metric_findings("n", DRIVER, metrics.parse(PLUGIN_MANAGER_METRICS),
-                                                         1.76498e9 + 60, 1.76498e9)
+    found, _ = dra_registration(metrics.parse(PLUGIN_MANAGER_METRICS), 1.76498e9 + 60, 1.76498e9)
     assert codes(found) == ["FAIL-F11-REGISTRATION-UNSTABLE"]
 
 

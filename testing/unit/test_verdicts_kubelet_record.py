@@ -225,30 +225,42 @@ def test_an_unread_list_is_not_checked():
         ["NOTCHECKED-OPTIONAL"]
 
 
+def dp_assignment(r: dict, seen: list[str]):
+    """The kubelet-record check as a device-plugin node's path makes it."""
+    return verdicts.assignment_findings("gpu-a", "ns/record-gpu-a/probe",
+                                        verdicts.kubelet_assigned(r, "ns", "record-gpu-a", "probe", "nvidia.com/gpu"),
+                                        seen, "FAIL-KUBELET-RECORD-MISMATCH")
+
+
+def test_a_container_the_kubelet_assigned_nothing_is_a_record_mismatch():
+    r = report(pods=[holder("ns", "record-gpu-a", [])])
+    found, _ = dp_assignment(r, [UUIDS[0]])
+    assert codes(found) == ["FAIL-KUBELET-RECORD-MISMATCH"] and "assigns no device" in found[0].message
+
+
 @pytest.mark.parametrize("ids,seen", [([UUIDS[1]], [UUIDS[1]]),  # a whole GPU
                                       ([UUIDS[2] + "::3"], [UUIDS[2]]),  # a time-sliced replica: its GPU
                                       (["MIG-11111111-2222-3333-4444-555555555555"],
                                        ["MIG-11111111-2222-3333-4444-555555555555"])])
 def test_what_the_kubelet_assigned_is_what_the_container_sees(ids, seen):
     r = report(pods=[holder("ns", "record-gpu-a", ids)])
-    found, ev = verdicts.assignment_findings("gpu-a", r, "ns", "record-gpu-a", "probe", "nvidia.com/gpu", seen)
-    assert found == [] and ev["kubelet assigned"] == {"nvidia.com/gpu": ids}
+    found, ev = dp_assignment(r, seen)
+    assert found == [] and ev["the kubelet's PodResources List (nvidia.com/gpu) records"] == ids
 
 
 def test_a_container_that_sees_another_device_than_the_kubelet_assigned_is_a_record_mismatch():
     r = report(pods=[holder("ns", "record-gpu-a", [UUIDS[2]])])
-    found, _ = verdicts.assignment_findings("gpu-a", r, "ns", "record-gpu-a", "probe", "nvidia.com/gpu", [UUIDS[0]])
+    found, _ = dp_assignment(r, [UUIDS[0]])
     assert codes(found) == ["FAIL-KUBELET-RECORD-MISMATCH"]
     assert UUIDS[2] in found[0].message and UUIDS[0] in found[0].message
 
 
 def test_a_suite_pod_missing_from_the_kubelets_record_is_a_record_mismatch():
-    found, _ = verdicts.assignment_findings("gpu-a", report(), "ns", "record-gpu-a", "probe", "nvidia.com/gpu",
-                                            [UUIDS[0]])
-    assert codes(found) == ["FAIL-KUBELET-RECORD-MISMATCH"] and "no pod ns/record-gpu-a" in found[0].message
+    found, _ = dp_assignment(report(), [UUIDS[0]])
+    assert codes(found) == ["FAIL-KUBELET-RECORD-MISMATCH"] and "no entry for ns/record-gpu-a/probe" in found[0].message
 
 
 def test_index_device_ids_cannot_be_matched_and_are_not_checked():
     r = report(pods=[holder("ns", "record-gpu-a", ["1"])])
-    found, _ = verdicts.assignment_findings("gpu-a", r, "ns", "record-gpu-a", "probe", "nvidia.com/gpu", [UUIDS[1]])
+    found, _ = dp_assignment(r, [UUIDS[1]])
     assert codes(found) == ["NOTCHECKED-OPTIONAL"] and "deviceIDStrategy=index" in found[0].message
