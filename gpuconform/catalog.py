@@ -38,11 +38,11 @@ AI_CONFORMANCE = (DRIVER_RUNTIME, SHARING, SECURE_ACCESS, DRA)
 DRA_SUPPORT_MINORS = range(33, 36)  # the Kubernetes 1.x minors whose checklist has dra_support
 
 
-# Why the topology checks are not made on DRA nodes
+# Why the kubelet's topology policies are not checked on DRA nodes
 NO_DRA_HINTS = ("the kubelet's topology manager takes no hints from DRA drivers (its hint providers are the device, "
                 "CPU and memory managers: kubernetes v1.37.2 pkg/kubelet/cm/container_manager_linux.go:315-359), so "
-                "its policy does not place a claim's GPU; on DRA, alignment comes from the claim (a CPU driver's "
-                "devices and matchAttribute), which the suite does not check yet")
+                "its policy does not place a claim's GPU; on DRA, alignment comes from the claim (matchAttribute on "
+                "the topology the driver publishes, checked by the NUMA check)")
 
 CHECKS = (
     Check("test_plugin_pod_is_ready_and_not_crash_looping", "every GPU node runs a Ready device-plugin pod that is "
@@ -92,7 +92,8 @@ CHECKS = (
     Check("test_kubelet_topology_and_cpu_manager_policies_are_as_expected", "the kubelet runs the expected topology "
           "and CPU manager policies.", not_on_dra=NO_DRA_HINTS),
     Check("test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node", "a Guaranteed GPU pod gets its CPUs and GPUs "
-          "on one NUMA node.", exclusive="numa", not_on_dra=NO_DRA_HINTS),
+          "on one NUMA node (on DRA nodes: the driver publishes its devices' NUMA node and PCIe root as the PCI tree "
+          "has them, so a claim can align them).", exclusive="numa", ai_conformance=(DRA,), dra=True),
     Check("test_gpu_pod_start_latency_is_under_thresholds", "GPU pod scheduling and start latencies stay under the "
           "configured thresholds.", exclusive="latency",
           ai_conformance=(DRA,), dra=True),

@@ -125,6 +125,24 @@ class Expectation:
         return f"{self.resource}: {shape}"
 
 
+
+@dataclass(frozen=True)
+class Offered:
+    """What a node's plugin or driver offers of its GPUs, as the PCI check compares it with the bus: `count` in
+    units of `per_gpu` per GPU (None where it does not count GPUs). A device plugin's capacity (offered), a DRA
+    driver's published GPUs (dradevices.published)."""
+
+    what: str
+    count: int | None
+    per_gpu: int = 1
+
+
+def offered(node: dict, exp: Expectation) -> Offered:
+    """A device plugin's offer: the node's capacity of its GPU resource, x replicas per GPU; under a MIG strategy
+    it counts MIG devices, which vary per GPU, so not GPUs."""
+    cap = qty(((node.get("status") or {}).get("capacity") or {}).get(exp.resource))
+    return Offered(f"capacity {exp.resource}", cap if exp.mig_strategy == "none" else None, exp.replicas)
+
 def _malformed(labels: dict[str, str], keys: list[str]) -> str | None:
     """The first of `keys` whose label value is not a count, as "key='value' (malformed: why)"."""
     for k in keys:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from .allocpath import Assigned
-from .counts import qty
+from .counts import Offered, qty
 
 WITHHOLDING = ("NoSchedule", "NoExecute")
 # `type` attribute values of devices that are not a whole GPU of their own: MIG devices (a part of one), and the
@@ -44,6 +44,9 @@ NOT_PHYSICAL = (VFIO, "vf")
 PARENT_ATTRIBUTES = ("parentUUID", "parentPciAddr")
 
 
+NUMA_NODE = "resource.kubernetes.io/numaNode"
+
+
 def attr(device: dict, name: str) -> str | None:
     """A device attribute's value (resource/v1 DeviceAttribute: one of string/int/bool/version), qualified names
     matched by their last part ("gpu.nvidia.com/uuid" and "uuid" alike)."""
@@ -53,6 +56,29 @@ def attr(device: dict, name: str) -> str | None:
                 if v is not None:
                     return str(v)
     return None
+
+
+def numa_node(device: dict) -> int | None:
+    """The device's resource.kubernetes.io/numaNode: the scalar int, or the first of the int list (`ints`, under
+    DRAListTypeAttributes: the physical node first, then same-socket nodes; k8s.io/dynamic-resource-allocation
+    v0.37.2 deviceattribute/attribute.go:41-53); None where it publishes none."""
+    val = ((device or {}).get("attributes") or {}).get(NUMA_NODE)
+    if not isinstance(val, dict):
+        return None
+    v = val.get("int") if val.get("int") is not None else next(iter(val.get("ints") or []), None)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def published_topology(driver: str, slices: list[dict]) -> list[dict]:
+    """Where `driver` says each of its devices sits: {"device": pool/name, "pciBusID", "numaNode", "pcieRoot"}
+    (the standard attributes; None where it publishes one not), for the devices that publish a PCI bus ID."""
+    out = []
+    for pool, d in newest_devices(driver, slices):
+        bus = attr(d, "pciBusID")
+        if bus:
+            out.append({"device": f"{pool}/{d.get('name')}", "pciBusID": bus.lower(), "numaNode": numa_node(d),
+                        "pcieRoot": attr(d, "pcieRoot")})
+    return out
 
 
 def taint_text(t: dict) -> str:
@@ -199,6 +225,12 @@ def claim_results(claims: list[dict], driver: str) -> list[dict]:
         results = ((((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
         out += [dict(r, claim=(c.get("metadata") or {}).get("name")) for r in results if r.get("driver") == driver]
     return out
+
+
+def published(driver: str, slices: list[dict]) -> Offered:
+    """What `driver` offers of the node's GPUs, as the PCI check compares it: the physical GPUs it publishes (whole
+    or as MIG devices, physical_gpus); no count where it publishes no pool for the node."""
+    return Offered(f"GPUs {driver} publishes", len(physical_gpus(driver, slices)) if pools(driver, slices) else None)
 
 
 def claims_assigned(claims: list[dict], driver: str, slices: list[dict]) -> Assigned:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import stat
 import sys
 from typing import Any, Callable, Iterator
@@ -302,6 +303,9 @@ def _hex(text: str | None, digits: int) -> str | None:
         return None
 
 
+PCIE_ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
+
+
 def _numa(text: str | None) -> int | None:
     """sysfs numa_node: "-1" (no affinity, typical in VMs) or absent (a kernel without NUMA) -> None."""
     try:
@@ -315,13 +319,16 @@ def read_function(path: str) -> dict:
     """One PCI function's directory (/sys/bus/pci/devices/<address>, usually a symlink into /sys/devices) ->
     its report entry. `virtfn`: an SR-IOV virtual function, which has a `physfn` link to its physical one.
     `driver`: the kernel driver bound to it (the `driver` link's target's name, as go-nvlib's getDriver reads it:
-    NVIDIA/go-nvlib pkg/nvpci/nvpci.go), None when none is bound."""
+    NVIDIA/go-nvlib pkg/nvpci/nvpci.go), None when none is bound. `pcieRoot`: the root complex the function sits
+    under ("pci0000:00", the component of its resolved path after devices/), as DRA drivers publish it
+    (k8s.io/dynamic-resource-allocation v0.37.2 deviceattribute/pci_linux.go); None when it does not resolve so."""
     driver = os.path.join(path, "driver")
+    root = next((p for p in os.path.realpath(path).split(os.sep) if PCIE_ROOT.match(p)), None)
     return {"address": os.path.basename(path), "vendor": _hex(_read(os.path.join(path, "vendor")), 4),
             "device": _hex(_read(os.path.join(path, "device")), 4),
             "class": _hex(_read(os.path.join(path, "class")), 6),
             "numa": _numa(_read(os.path.join(path, "numa_node"))),
-            "virtfn": os.path.lexists(os.path.join(path, "physfn")),
+            "virtfn": os.path.lexists(os.path.join(path, "physfn")), "pcieRoot": root,
             "driver": os.path.basename(os.path.realpath(driver)) if os.path.lexists(driver) else None}
 
 

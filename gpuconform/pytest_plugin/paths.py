@@ -96,6 +96,23 @@ class DevicePluginPath:
         found = hw + al + verdicts.reported_numa_findings(c.node, exp, report)
         c.hand_over(verdicts.folded([f for f in found if REASONS[f.code].outcome == "fail"] or found))
 
+    # ------------------------------------------------------------ topology
+
+    def numa(self) -> None:
+        """A Guaranteed pod with 1 exclusive CPU and 1 GPU is admitted, and its CPUs and GPU sit on one NUMA node
+        (in-pod evidence: Cpus_allowed_list, node cpulists, the GPU's numa_node; -1 is N/A): the topology manager
+        aligns the device plugin's hints with the CPU manager's."""
+        c = self.check
+        c.needs_nvidia_tooling("finding the GPU's PCI NUMA node with nvidia-smi")
+        free = c.needs_free_gpus(1, beside_run_long=True)  # a run-long pod's device is not fragmentation
+        name, state = c.run_to_completion(c.probe_pod("numa", "numa", 1, guaranteed_cpus=1),
+                                          allow=("FAIL-F06-TOPOLOGY-AFFINITY",))
+        c.hand_over(verdicts.admission_findings(c.node, state, free, c.gpu.advertised or 0,
+                                                c.cfg.get("topology.policy")))
+        al = verdicts.alignment_from_log(c.log(name))
+        c.note("alignment", al.detail)
+        c.hand_over(verdicts.numa_findings(c.node, al))
+
     # ------------------------------------------------------------ workloads
 
     def allocated_through(self, state: dict | None) -> str:
@@ -177,12 +194,31 @@ class DraPath(DevicePluginPath):
         c.hand_over(found)
 
     def pci(self, report: dict) -> None:
-        """The physical GPUs the driver publishes equal the GPUs on the PCI bus."""
-        c = self.check
-        found, ev = verdicts.dra.devices_hardware_findings(c.node, self.facts.driver, c.resource_slices(), report,
-                                                           c.cfg.get("vendor"))
-        c.note("PCI hardware and published devices", ev)
-        c.record("pci_gpus", len(ev.get("pci GPUs", [])))
+        """The physical GPUs the driver publishes equal the GPUs on the PCI bus (and the labels agree with it), and
+        the topology it publishes for them is the PCI tree's."""
+        c, driver = self.check, self.facts.driver
+        node, slices = c.node_object(), c.resource_slices()
+        hw, hw_ev = verdicts.hardware_findings(c.node, c.expectation(node), node, report,
+                                               dradevices.published(driver, slices))
+        topo, topo_ev = verdicts.dra.published_topology_findings(c.node, driver, slices, report)
+        c.note("PCI hardware and published devices", hw_ev)
+        c.note("published topology", {**topo_ev, "verdict": "; ".join(f.message for f in topo) or "as the PCI tree"})
+        c.record("pci_gpus", len(hw_ev.get("pci GPUs", [])))
+        found = hw + [f for f in topo if REASONS[f.code].outcome == "fail"]  # the NUMA check says what is not
+        c.hand_over(verdicts.folded([f for f in found if REASONS[f.code].outcome == "fail"] or found))
+
+    def numa(self) -> None:
+        """The kubelet's topology manager takes no hints from DRA drivers (its hint providers are the device, CPU
+        and memory managers: kubernetes v1.37.2 pkg/kubelet/cm/container_manager_linux.go:315-359), so a claim's
+        devices are put on one NUMA node or PCIe root by the claim (matchAttribute on resource.kubernetes.io/
+        numaNode or pcieRoot): what the driver publishes there must be where the PCI tree has its devices."""
+        c, driver = self.check, self.facts.driver
+        slices = c.resource_slices()
+        if not any(t["numaNode"] is not None or t["pcieRoot"] for t in dradevices.published_topology(driver, slices)):
+            found, ev = verdicts.dra.published_topology_findings(c.node, driver, slices, {})
+        else:
+            found, ev = verdicts.dra.published_topology_findings(c.node, driver, slices, c.probe("numa"))
+        c.note("published topology", ev)
         c.hand_over(found)
 
     def allocated_through(self, state: dict | None) -> str:

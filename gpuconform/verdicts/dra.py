@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .. import vendors
 from ..counts import Expectation, qty
-from ..dradevices import (SAFE_LITERAL, attr, claim_results, claims_assigned, informational, newest_devices, physical_gpus, pools,
+from ..dradevices import (SAFE_LITERAL, attr, claim_results, claims_assigned, informational, newest_devices, physical_gpus, pools, published_topology,
                           withheld)
 from .common import Finding
-from .kubelet_record import _for_containers, _part, assignment_findings
+from .kubelet_record import _part, assignment_findings
 
 
 def slice_findings(node: str, driver: str, slices: list[dict]) -> tuple[list[Finding], dict]:
@@ -38,26 +37,38 @@ def slice_findings(node: str, driver: str, slices: list[dict]) -> tuple[list[Fin
     return [], ev
 
 
-def devices_hardware_findings(node: str, driver: str, slices: list[dict], report: dict,
-                              vendor: str = vendors.NVIDIA) -> tuple[list[Finding], dict]:
-    """The driver's devices on the node equal its GPUs on the PCI bus (the node probe's sysfs count, GPUs bound to
-    VFIO set aside as on the device-plugin path): FAIL-DRA-DEVICES-NOT-HARDWARE otherwise. A PCI tree that could
-    not be read, or a vendor whose GPUs' PCI identity the suite does not know (the probe scans for NVIDIA's; AMD
-    publishes partitions and Intel SR-IOV VFs as devices of their own), gives NOTCHECKED-OPTIONAL."""
-    if vendor not in vendors.PCI_VENDOR:
-        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: vendor {vendor}: its GPUs' PCI identity is not known to the "
-                        f"suite; the devices {driver} publishes are not counted against the PCI bus")], {}
+def published_topology_findings(node: str, driver: str, slices: list[dict], report: dict) -> tuple[list[Finding], dict]:
+    """Where the driver says its devices sit (resource.kubernetes.io/numaNode and pcieRoot, by pciBusID:
+    dradevices.published_topology) is where the PCI tree has them (sysfs numa_node, the root complex of the
+    function's path): FAIL-NUMA-MISREPORTED otherwise, as a claim's matchAttribute on either (KEP-5491: the way a DRA
+    claim gets its devices on one NUMA node or root; the kubelet's topology manager takes no hints from DRA
+    drivers) then puts devices together that are not. NOTCHECKED-OPTIONAL where the driver publishes neither
+    attribute (nothing to check, and nothing a claim can align on) or the PCI tree was not read."""
+    told = published_topology(driver, slices)
+    ev: dict = {"published (pciBusID: numaNode, pcieRoot)": {t["pciBusID"]: (t["numaNode"], t["pcieRoot"])
+                                                             for t in told}}
+    if not any(t["numaNode"] is not None or t["pcieRoot"] for t in told):
+        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: {driver} publishes neither resource.kubernetes.io/numaNode "
+                        "nor resource.kubernetes.io/pcieRoot for its devices: their topology is not checked, and no "
+                        "claim can ask for devices on one NUMA node or PCIe root")], ev
     pci, err = _part(report, "pci")
     if err:
-        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: PCI hardware not read: {err}")], {}
-    gpus, vfio = _for_containers(pci.get("functions", []))
-    published = len(physical_gpus(driver, slices))
-    ev = {"pci GPUs": [g.get("address") for g in gpus], "set aside for VMs (vfio)": [g.get("address") for g in vfio],
-          "devices published": published, "driver": driver}
-    if published != len(gpus):
-        more = "more" if published > len(gpus) else "fewer"
-        return [Finding("FAIL-DRA-DEVICES-NOT-HARDWARE", f"{node}: {driver} publishes {published} device(s), {more} "
-                        f"than the {len(gpus)} GPU(s) on the PCI bus ({', '.join(ev['pci GPUs']) or 'none'})")], ev
+        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: PCI hardware not read: {err}")], ev
+    on_bus = {str(f.get("address") or "").lower(): f for f in pci.get("functions", [])}
+    ev["PCI tree (address: numa, pcieRoot)"] = {a: (f.get("numa"), f.get("pcieRoot")) for a, f in on_bus.items()}
+    wrong = []
+    for t in told:
+        f = on_bus.get(t["pciBusID"])
+        if f is None:
+            continue  # a device the bus lacks: the count is the hardware check's
+        if t["numaNode"] is not None and f.get("numa") is not None and t["numaNode"] != f["numa"]:
+            wrong.append(f"{t['device']} ({t['pciBusID']}) numaNode {t['numaNode']}, sysfs numa_node {f['numa']}")
+        if t["pcieRoot"] and f.get("pcieRoot") and t["pcieRoot"] != f["pcieRoot"]:
+            wrong.append(f"{t['device']} ({t['pciBusID']}) pcieRoot {t['pcieRoot']}, PCI tree {f['pcieRoot']}")
+    if wrong:
+        return [Finding("FAIL-NUMA-MISREPORTED", f"{node}: {driver} publishes its devices' topology unlike the PCI "
+                        f"tree: {'; '.join(wrong)}: a claim constrained to one NUMA node or PCIe root "
+                        "(matchAttribute) gets devices that are not")], ev
     return [], ev
 
 

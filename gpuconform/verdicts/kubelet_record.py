@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import vendors
 from ..allocpath import Assigned
-from ..counts import Expectation, _count_label, qty
+from ..counts import Expectation, Offered, _count_label, offered, qty
 from .common import Finding
 from ..nodeprobe import gpu_functions
 
@@ -75,13 +75,15 @@ def _for_containers(functions: list[dict]) -> tuple[list[dict], list[dict]]:
             [g for g in gpus if g.get("driver") in VFIO_DRIVERS])
 
 
-def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict) -> tuple[list[Finding], dict]:
+def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict,
+                      offer: Offered | None = None) -> tuple[list[Finding], dict]:
     """The vendor's GPU PCI functions (physical functions of class VGA or 3D controller: an independent count that
     GPU Feature Discovery and the plugin do not write) against the count label and what the node advertises.
 
     - labels != PCI -> FAIL-F04-LABEL-HARDWARE-MISMATCH (a GPU fell off the bus, or the labels are stale), with
       what the node advertises against the PCI count;
-    - no count label -> the advertised count against PCI x replicas (FAIL-F04-OVERADVERTISED / -UNDERADVERTISED;
+    - no count label -> what the node offers (`offer`: a device plugin's capacity by default, counts.offered; a DRA
+      driver's published GPUs, dradevices.published) against PCI x replicas (FAIL-F04-OVERADVERTISED / -UNDERADVERTISED;
       FAIL-F02-CAPACITY-ZERO for 0); where the labels agree with the PCI bus, the label-based count check has
       judged the advertised count against that very number, so this check confirms the labels and adds nothing;
     - MIG: the count label counts MIG devices under the single strategy, and MIG devices per GPU vary, so only
@@ -114,11 +116,11 @@ def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict)
     label_n, label = _count_label(labels, exp.vendor)
     if exp.mig_strategy == "single":
         label_n = None  # it counts MIG devices, not GPUs
-    cap = qty((node_obj.get("status", {}).get("capacity") or {}).get(exp.resource))
+    offer = offer or offered(node_obj, exp)
     models = gpu_models(gpus)
     ev = {"pci GPUs": [f"{g['address']} {g['class']} device {g.get('device')} NUMA {g.get('numa')}" for g in gpus],
           "pci functions of the vendor": len(functions), "count label": f"{label}={label_n}",
-          f"capacity {exp.resource}": cap, "replicas": exp.replicas, "mig": exp.mig_strategy}
+          offer.what: offer.count, "replicas": offer.per_gpu, "mig": exp.mig_strategy}
     if vfio:
         ev["set aside for VMs (VFIO), not counted"] = [f"{g['address']} {g['driver']}" for g in vfio]
     out: list[Finding] = []
@@ -131,13 +133,12 @@ def hardware_findings(node: str, exp: Expectation, node_obj: dict, report: dict)
         out.append(Finding("FAIL-F04-LABEL-HARDWARE-MISMATCH",
                            f"{node}: {label} says {label_n} GPU(s) but the PCI bus shows {hw} "
                            f"({', '.join(g['address'] for g in gpus) or 'none'}; {pci.get('root')}/bus/pci/devices)"))
-    if (label_n is None or out or one_model) and exp.mig_strategy == "none" and cap is not None and \
-            cap != hw * exp.replicas:
-        per = f" x {exp.replicas} replicas" if exp.replicas > 1 else ""
-        code = ("FAIL-F02-CAPACITY-ZERO" if cap == 0 else
-                "FAIL-F04-OVERADVERTISED" if cap > hw * exp.replicas else "FAIL-F04-UNDERADVERTISED")
-        out.append(Finding(code, f"{node}: capacity {exp.resource}={cap}, but the PCI bus shows {hw} GPU(s){per} "
-                                 f"= {hw * exp.replicas}"))
+    n, per = offer.count, offer.per_gpu
+    if (label_n is None or out or one_model or exp.mig_strategy != "none") and n is not None and n != hw * per:
+        times = f" x {per} replicas" if per > 1 else ""
+        code = ("FAIL-F02-CAPACITY-ZERO" if n == 0 else
+                "FAIL-F04-OVERADVERTISED" if n > hw * per else "FAIL-F04-UNDERADVERTISED")
+        out.append(Finding(code, f"{node}: {offer.what}={n}, but the PCI bus shows {hw} GPU(s){times} = {hw * per}"))
     return out, ev
 
 

@@ -33,7 +33,8 @@ def test_a_device_plugin_node_asks_by_resource_and_a_dra_node_by_claim():
 
 def test_which_checks_are_made_is_the_paths_answer():
     dra = AllocationPath("dra", "", "gpu.nvidia.com", "gpu.nvidia.com")
-    assert "topology manager takes no hints" in dra.not_made("test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node")
+    assert "topology manager takes no hints" in dra.not_made("test_kubelet_topology_and_cpu_manager_policies_are_as_expected")
+    assert dra.not_made("test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node") == ""
     assert dra.not_made("test_burst_allocates_every_free_gpu_once_and_one_more_waits") == ""
     assert AllocationPath().not_made("test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node") == ""
     assert AllocationPath().made_only_elsewhere("test_a_shared_claim_gives_its_pods_one_device_and_is_released_after_them")

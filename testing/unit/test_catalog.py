@@ -51,9 +51,13 @@ def test_the_table_is_the_checks_in_tests():
 def test_the_checks_holding_every_gpu_are_those_marked_so():
     found = checks_in_tests()
     assert {c.name for c in catalog.CHECKS if c.exclusive} == {n for n, fn in found.items() if takes_every_gpu(fn)}
+    steps = ast.parse((TESTS.parent / "gpuconform" / "pytest_plugin" / "paths.py").read_text())
     for c in catalog.CHECKS:
-        if c.exclusive:  # the pod label is the one the check's body gives its pods
+        if c.exclusive:  # the pod label is the one the check's body (or the path step it calls) gives its pods
             strings = {s.value for s in ast.walk(found[c.name]) if isinstance(s, ast.Constant)}
+            calls = {n.attr for n in ast.walk(found[c.name]) if isinstance(n, ast.Attribute)}
+            strings |= {s.value for f in ast.walk(steps) if isinstance(f, ast.FunctionDef) and f.name in calls
+                        for s in ast.walk(f) if isinstance(s, ast.Constant)}
             assert c.exclusive in strings, c.name
     assert catalog.EXCLUSIVE == ("burst", "mig-parent", "numa", "latency")
 

@@ -323,19 +323,19 @@ def test_scan_lists_the_vendors_functions_by_address(sysfs):
     assert part["error"] is None and part["root"] == str(sysfs)
     assert part["functions"] == [
         {"address": "0000:07:00.0", "vendor": "0x10de", "device": "0x20b0", "class": "0x030200", "numa": 0,
-         "virtfn": False, "driver": "nvidia"},
+         "virtfn": False, "driver": "nvidia", "pcieRoot": "pci0000:00"},
         {"address": "0000:07:00.1", "vendor": "0x10de", "device": "0x1aef", "class": "0x040300", "numa": 0,
-         "virtfn": False, "driver": None},
+         "virtfn": False, "driver": None, "pcieRoot": "pci0000:00"},
         {"address": "0000:07:00.4", "vendor": "0x10de", "device": "0x20b0", "class": "0x030200", "numa": 0,
-         "virtfn": True, "driver": None},
+         "virtfn": True, "driver": None, "pcieRoot": "pci0000:00"},
         {"address": "0000:0a:00.0", "vendor": "0x10de", "device": "0x2204", "class": "0x030000", "numa": 1,
-         "virtfn": False, "driver": "vfio-pci"},
+         "virtfn": False, "driver": "vfio-pci", "pcieRoot": "pci0000:00"},
         {"address": "0000:0b:00.0", "vendor": "0x10de", "device": "0x1af1", "class": "0x068000", "numa": None,
-         "virtfn": False, "driver": None},
+         "virtfn": False, "driver": None, "pcieRoot": "pci0000:00"},
         {"address": "0000:c1:00.0", "vendor": "0x10de", "device": "0x2330", "class": "0x030200", "numa": None,
-         "virtfn": False, "driver": None},
+         "virtfn": False, "driver": None, "pcieRoot": None},
         {"address": "0000:d1:00.0", "vendor": "0x10de", "device": "0x2330", "class": "0x030200", "numa": None,
-         "virtfn": False, "driver": None},
+         "virtfn": False, "driver": None, "pcieRoot": "pci0000:00"},
     ]
 
 

@@ -43,15 +43,68 @@ def test_a_pool_missing_a_slice_of_its_newest_generation_is_incomplete():
     assert ok == [] and ev["pools"]["gpu-node-dra"]["devices"] == ["gpu-2", "gpu-3"]
 
 
+def dra_hardware(slices, report, vendor="nvidia"):
+    """The PCI check's count as a DRA node's path makes it: the GPUs the driver publishes against the bus (a node
+    without count labels)."""
+    exp = Expectation(resource="nvidia.com/gpu", physical=None, replicas=1, source="no label", vendor=vendor)
+    return verdicts.hardware_findings("n", exp, {"metadata": {"name": "n", "labels": {}}}, report,
+                                      dradevices.published(DRIVER, slices))
+
+
 def test_published_devices_must_equal_the_pci_gpus():
     report = {"pci": pci(2)}
-    assert verdicts.dra.devices_hardware_findings("n", DRIVER, [slice_(devices=2)], report)[0] == []
-    fewer, ev = verdicts.dra.devices_hardware_findings("n", DRIVER, [slice_(devices=1)], report)
-    assert codes(fewer) == ["FAIL-DRA-DEVICES-NOT-HARDWARE"] and "fewer than the 2 GPU(s)" in fewer[0].message
-    more, _ = verdicts.dra.devices_hardware_findings("n", DRIVER, [slice_(devices=3)], report)
-    assert codes(more) == ["FAIL-DRA-DEVICES-NOT-HARDWARE"] and "more" in more[0].message
-    unread, _ = verdicts.dra.devices_hardware_findings("n", DRIVER, [slice_()], {"pci": {"error": "no sysfs"}})
+    assert dra_hardware([slice_(devices=2)], report)[0] == []
+    fewer, ev = dra_hardware([slice_(devices=1)], report)
+    assert codes(fewer) == ["FAIL-F04-UNDERADVERTISED"] and "GPUs gpu.nvidia.com publishes=1, but the PCI bus " \
+        "shows 2 GPU(s) = 2" in fewer[0].message
+    more, _ = dra_hardware([slice_(devices=3)], report)
+    assert codes(more) == ["FAIL-F04-OVERADVERTISED"]
+    unread, _ = dra_hardware([slice_()], {"pci": {"error": "no sysfs"}})
     assert codes(unread) == ["NOTCHECKED-OPTIONAL"]
+    # no pool of the driver: nothing offered to count (the capacity check says FAIL-DRA-NO-SLICES)
+    assert dra_hardware([], report)[0] == []
+
+
+def topo_slice(*told):
+    """A slice whose devices publish pciBusID and the given (numaNode, pcieRoot) - None leaves one out; numaNode as
+    a list is the DRAListTypeAttributes form."""
+    s = slice_(devices=len(told))
+    for i, (numa, root) in enumerate(told):
+        a = {"resource.kubernetes.io/pciBusID": {"string": f"0000:0{7 + i}:00.0"}}
+        if numa is not None:
+            a["resource.kubernetes.io/numaNode"] = {"ints": numa} if isinstance(numa, list) else {"int": numa}
+        if root is not None:
+            a["resource.kubernetes.io/pcieRoot"] = {"string": root}
+        s["spec"]["devices"][i]["attributes"] = a
+    return s
+
+
+def bus(*where):
+    """The probe's pci part: GPUs at 0000:07:00.0, 0000:08:00.0, ... with (numa, pcieRoot)."""
+    return {"pci": {"functions": [{"address": f"0000:0{7 + i}:00.0", "vendor": "0x10de", "class": "0x030200",
+                                   "numa": n, "pcieRoot": r, "driver": "nvidia"} for i, (n, r) in enumerate(where)]}}
+
+
+def test_the_topology_a_driver_publishes_must_be_the_pci_trees():
+    report = bus((0, "pci0000:00"), (1, "pci0000:80"))
+    ok, ev = verdicts.dra.published_topology_findings("n", DRIVER, [topo_slice((0, "pci0000:00"), ([1, 0], None))],
+                                                     report)
+    assert ok == [] and ev["published (pciBusID: numaNode, pcieRoot)"]["0000:08:00.0"] == (1, None)
+    numa, _ = verdicts.dra.published_topology_findings("n", DRIVER, [topo_slice((1, None), (1, None))], report)
+    assert codes(numa) == ["FAIL-NUMA-MISREPORTED"] and "gpu-node-dra/gpu-0 (0000:07:00.0) numaNode 1, sysfs " \
+        "numa_node 0" in numa[0].message
+    root, _ = verdicts.dra.published_topology_findings("n", DRIVER, [topo_slice((None, "pci0000:00"),
+                                                                               (None, "pci0000:00"))], report)
+    assert codes(root) == ["FAIL-NUMA-MISREPORTED"] and "pcieRoot pci0000:00, PCI tree pci0000:80" in root[0].message
+
+
+def test_a_driver_publishing_no_topology_leaves_the_numa_check_not_made():
+    found, _ = verdicts.dra.published_topology_findings("n", DRIVER, [slice_()], bus((0, "pci0000:00")))
+    assert codes(found) == ["NOTCHECKED-OPTIONAL"] and "neither resource.kubernetes.io/numaNode" in found[0].message
+    unread, _ = verdicts.dra.published_topology_findings("n", DRIVER, [topo_slice((0, None))], {"pci": {"error": "x"}})
+    assert codes(unread) == ["NOTCHECKED-OPTIONAL"]
+    # GPUs without NUMA affinity (numa_node -1: None in the report) leave nothing to compare
+    assert verdicts.dra.published_topology_findings("n", DRIVER, [topo_slice((0, None))], bus((None, None)))[0] == []
 
 
 LISTING = """total 0
@@ -302,11 +355,11 @@ def test_mig_devices_are_not_counted_as_gpus():
     # beside its parent GPU (dynamic MIG) a MIG device is no extra GPU ...
     parented = mig_slice(mig_of=("GPU-a",))
     assert dradevices.physical_gpus(DRIVER, [parented]) == ["GPU-a", "GPU-b"]
-    assert verdicts.dra.devices_hardware_findings("n", DRIVER, [parented], {"pci": pci(2)})[0] == []
+    assert dra_hardware([parented], {"pci": pci(2)})[0] == []
     # ... and a GPU in MIG mode, published as its MIG devices only (static MIG), is still one GPU
     static = mig_slice(whole=("GPU-a",), mig_of=("GPU-b", "GPU-b"))
     assert dradevices.physical_gpus(DRIVER, [static]) == ["GPU-a", "GPU-b"]
-    assert verdicts.dra.devices_hardware_findings("n", DRIVER, [static], {"pci": pci(2)})[0] == []
+    assert dra_hardware([static], {"pci": pci(2)})[0] == []
     assert verdicts.dra.count_findings("n", DRIVER, [static], exp(2))[0] == []
 
 

@@ -10,6 +10,7 @@ import yaml
 from test_dradevices import FOUR, D, slice_
 
 from gpuconform import discovery, dradevices, nodemode, verdicts
+from gpuconform.counts import Expectation
 
 
 def test_a_device_plugin_node_whose_gpus_a_dra_driver_also_publishes_is_offered_twice():
@@ -97,8 +98,6 @@ def test_a_device_plugin_node_with_the_same_gpus_in_dra_slices_is_offered_twice(
 
 
 def test_a_device_taint_rule_withholds_its_device_in_the_count_check():
-    from gpuconform.counts import Expectation
-
     s = shape("device-taint-rule")
     exp = Expectation("nvidia.com/gpu", 2, 1, "label")
     found, ev = verdicts.dra.count_findings("node-a", D, s["resourceSlices"], exp, s["deviceTaintRules"])
@@ -110,5 +109,7 @@ def test_a_device_taint_rule_withholds_its_device_in_the_count_check():
 def test_intel_and_amd_dra_nodes_are_not_counted_against_nvidias_pci_functions():
     for name, driver in (("intel-vfs", "gpu.intel.com"), ("amd-partitions", "gpu.amd.com")):
         s = shape(name)
-        found, _ = verdicts.dra.devices_hardware_findings("node-a", driver, s["resourceSlices"], {}, s["vendor"])
+        exp = Expectation(resource=driver, physical=None, replicas=1, source="no label", vendor=s["vendor"])
+        found, _ = verdicts.hardware_findings("node-a", exp, {"metadata": {"labels": {}}}, {},
+                                              dradevices.published(driver, s["resourceSlices"]))
         assert [f.code for f in found] == ["NOTCHECKED-OPTIONAL"], name

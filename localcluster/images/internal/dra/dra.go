@@ -10,8 +10,9 @@
 //     resource.kubernetes.io/pciBusID and resource.kubernetes.io/pcieRoot (k8s.io/dynamic-resource-allocation
 //     deviceattribute, the library NVIDIA's nvlib.go calls); no `minor` or `index` (v25.3.x only). A MIG device
 //     has type mig, parentUUID, profile and its parent's attributes, and a uuid only when it exists (static MIG);
-//     DynamicMIG's abstract MIG devices have none. Left out: resource.kubernetes.io/numaNode (HEAD 3b59d66e, after
-//     v0.4.1), addressingMode (coherent-memory systems only), the Fabric Manager attributes;
+//     DynamicMIG's abstract MIG devices have none; resource.kubernetes.io/numaNode as HEAD 3b59d66e publishes it
+//     (after v0.4.1), in its scalar form (the list form needs DRAListTypeAttributes, alpha). Left out:
+//     addressingMode (coherent-memory systems only), the Fabric Manager attributes;
 //   - layout (driver.go publishResources, GenerateDriverResources): with DynamicMIG (the GPU and its abstract MIG
 //     devices on one counter set, partitions.go) one pool named after the node, on Kubernetes >= 1.35 a
 //     counters-only slice first and then one device slice per GPU (G+1 slices), on 1.34 one slice per GPU with
@@ -60,6 +61,7 @@ type Faults struct {
 	MigNoCounters  bool // publish the MIG devices and their GPUs without shared counters: both can be allocated
 	// report the last GPU Unhealthy to the kubelet (DRAResourceHealth) but keep it in service (no taint)
 	ReportUnhealthy bool
+	NumaMisreported bool // publish each GPU's numaNode one off the NUMA node its PCI function sits on
 }
 
 // NVIDIA's health taint keys (kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/device_health.go
@@ -87,7 +89,7 @@ func ParseFaults(s string) (Faults, error) {
 		"no-register": &f.NoRegister, "prepare-fails": &f.PrepareFails, "wrong-device": &f.WrongDevice,
 		"double-inject": &f.DoubleInject, "pool-incomplete": &f.PoolIncomplete,
 		"taint-unhealthy": &f.TaintUnhealthy, "mig-no-counters": &f.MigNoCounters,
-		"report-unhealthy": &f.ReportUnhealthy}
+		"report-unhealthy": &f.ReportUnhealthy, "numa-misreported": &f.NumaMisreported}
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {
@@ -198,8 +200,10 @@ var SysfsRoot = ""
 // pciAttributes are the standard PCI attributes of a GPU (and of its MIG devices), as NVIDIA's nvlib.go gets them
 // from k8s.io/dynamic-resource-allocation/deviceattribute: resource.kubernetes.io/pciBusID (the GPU's bus ID,
 // "0000:07:00.0") and resource.kubernetes.io/pcieRoot (its root complex, "pci0000:00", read from SysfsRoot's
-// bus/pci/devices/<bdf> link; left out when it cannot be resolved, as NVIDIA's driver does).
-func pciAttributes(g hw.GPU, attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute) {
+// bus/pci/devices/<bdf> link; left out when it cannot be resolved, as NVIDIA's driver does), and
+// resource.kubernetes.io/numaNode (the function's numa_node, scalar; none for -1), as NVIDIA's driver publishes it
+// since HEAD 3b59d66e (deviceinfo.go addNumaNodeAttribute). f.NumaMisreported publishes it one off.
+func pciAttributes(g hw.GPU, attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, f Faults) {
 	bdf := pciBDF(g.PCIBusID)
 	a, err := deviceattribute.GetPCIBusIDAttribute(bdf)
 	if err != nil {
@@ -212,6 +216,16 @@ func pciAttributes(g hw.GPU, attrs map[resourceapi.QualifiedName]resourceapi.Dev
 	if a, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(bdf, deviceattribute.WithFSFromRoot(SysfsRoot)); err == nil {
 		attrs[a.Name] = a.Value
 	}
+	a, err = deviceattribute.GetNUMANodeAttributeByPCIBusID(bdf, deviceattribute.ScalarAttribute,
+		deviceattribute.WithFSFromRoot(SysfsRoot))
+	if err != nil || a.Value.IntValue == nil {
+		return
+	}
+	if f.NumaMisreported {
+		n := *a.Value.IntValue + 1
+		a.Value.IntValue = &n
+	}
+	attrs[a.Name] = a.Value
 }
 
 // pciBDF turns NVML's bus ID "00000000:07:00.0" into sysfs' "0000:07:00.0" (4-digit domain, lower-case hex).
@@ -299,7 +313,7 @@ func perGPU(h *hw.Hardware, f Faults) [][]resourceapi.Device {
 	out := make([][]resourceapi.Device, 0, len(gpus))
 	for _, g := range gpus {
 		if Static(g) {
-			out = append(out, staticMigDevices(h, g))
+			out = append(out, staticMigDevices(h, g, f))
 			continue
 		}
 		gpu := resourceapi.Device{
@@ -313,10 +327,10 @@ func perGPU(h *hw.Hardware, f Faults) [][]resourceapi.Device {
 				"memory": {Value: qty(int64(g.MemoryTotalMiB) << 20)},
 			},
 		}
-		pciAttributes(g, gpu.Attributes)
+		pciAttributes(g, gpu.Attributes, f)
 		mig := resourceapi.Device{
 			Name:       MigDeviceName(g),
-			Attributes: migAttributes(h, g, migProfile),
+			Attributes: migAttributes(h, g, migProfile, f),
 			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 				"memory": {Value: qty(migMemoryBytes)}, "multiprocessors": {Value: qty(migMultiprocs)},
 			},
@@ -338,13 +352,13 @@ func perGPU(h *hw.Hardware, f Faults) [][]resourceapi.Device {
 
 // migAttributes are a MIG device's attributes without uuid (mig.go CommonAttributesMig): type mig, its parent's
 // uuid, its profile, and the parent's product, brand, architecture, versions and PCI attributes.
-func migAttributes(h *hw.Hardware, g hw.GPU, profile string) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+func migAttributes(h *hw.Hardware, g hw.GPU, profile string, f Faults) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
 	a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 		"type": str("mig"), "parentUUID": str(g.UUID), "profile": str(profile), "productName": str(g.Name),
 		"brand": str("Nvidia"), "architecture": str("Ampere"), "cudaComputeCapability": ver("8.0"),
 		"driverVersion": ver(h.DriverVersion), "cudaDriverVersion": ver(h.CUDAVersion),
 	}
-	pciAttributes(g, a)
+	pciAttributes(g, a, f)
 	return a
 }
 
@@ -375,12 +389,12 @@ func Slices(h *hw.Hardware, f Faults, split bool) []resourceslice.Slice {
 // staticMigDevices is a GPU in MIG mode as NVIDIA's driver publishes it: its MIG devices only (type mig, their own
 // uuid, parentUUID the GPU's), without counters (they exist: nothing is left to partition), named by placement,
 // sorted by name, with the memory slices they hold as capacity (deviceinfo.go MigDeviceInfo.GetDevice).
-func staticMigDevices(h *hw.Hardware, g hw.GPU) []resourceapi.Device {
+func staticMigDevices(h *hw.Hardware, g hw.GPU, f Faults) []resourceapi.Device {
 	var out []resourceapi.Device
 	starts := placements(g)
 	for i, m := range g.MIGDevices {
 		p := migProfiles[m.Profile]
-		attrs := migAttributes(h, g, m.Profile)
+		attrs := migAttributes(h, g, m.Profile, f)
 		attrs["uuid"] = str(m.UUID)
 		capacity := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: qty(p.memGiB << 30)}}
 		for k := starts[i]; k < starts[i]+p.slices; k++ {

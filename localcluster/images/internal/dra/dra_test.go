@@ -80,6 +80,33 @@ func TestPCIeRootIsReadFromTheSysfsTree(t *testing.T) {
 	}
 }
 
+func TestNUMANodeIsReadFromTheSysfsTreeAndMisreportedOnlyByTheFault(t *testing.T) {
+	sys := t.TempDir()
+	bdf := "0000:07:00.0"
+	dir := filepath.Join(sys, "devices", "pci0000:00", bdf)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "numa_node"), []byte("1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(sys, "bus", "pci", "devices"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../../devices/pci0000:00/"+bdf, filepath.Join(sys, "bus", "pci", "devices", bdf)); err != nil {
+		t.Fatal(err)
+	}
+	SysfsRoot = sys
+	defer func() { SysfsRoot = "" }()
+	numa := func(f Faults) *int64 { return Devices(hardware(), f)[0].Attributes["resource.kubernetes.io/numaNode"].IntValue }
+	if v := numa(Faults{}); v == nil || *v != 1 {
+		t.Fatalf("numaNode of gpu-0: %v", v)
+	}
+	if v := numa(Faults{NumaMisreported: true}); v == nil || *v != 2 {
+		t.Fatalf("numaNode of gpu-0 under numa-misreported: %v", v)
+	}
+}
+
 func TestMigDevicesShareTheirGPUsCounters(t *testing.T) {
 	devs, sets := Devices(hardware(), Faults{}), CounterSets(hardware(), Faults{})
 	if len(sets) != 2 || sets[1].Name != "gpu-1-counter-set" || len(sets[1].Counters) != 9 {
