@@ -145,9 +145,6 @@ _R = [
     Reason("FAIL-DRA-POOL-INCOMPLETE", "", "a DRA pool of the node is incomplete or inconsistent",
            "A pool's slices must all be present (spec.pool.resourceSliceCount) at one generation; the driver is "
            "mid-update or lost a slice: read its log, restart its kubelet-plugin pod."),
-    Reason("FAIL-DRA-DEVICES-NOT-HARDWARE", "", "the DRA driver's devices differ from the node's PCI GPUs",
-           "The driver publishes more or fewer GPUs than the PCI bus has: compare its slice with `nvidia-smi -L` "
-           "and the PCI tree; a GPU fallen off the bus or a stale slice shows here."),
     Reason("FAIL-GPU-OFFERED-TWICE", "", "a device plugin and a GPU DRA driver both offer the node's GPUs",
            "Serve each node's GPUs by one of them: turn the device plugin off on DRA nodes (the GPU operator's "
            "nvidia.com/gpu.deploy.device-plugin label) or keep the DRA driver's kubelet plugin off device-plugin "
