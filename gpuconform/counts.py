@@ -128,20 +128,26 @@ class Expectation:
 
 @dataclass(frozen=True)
 class Offered:
-    """What a node's plugin or driver offers of its GPUs, as the PCI check compares it with the bus: `count` in
-    units of `per_gpu` per GPU (None where it does not count GPUs). A device plugin's capacity (offered), a DRA
-    driver's published GPUs (dradevices.published)."""
+    """What a node's plugin or driver offers of its GPUs, as the count and PCI checks compare it with the labels and
+    the bus: `count` in units of `per_gpu` per GPU (None where it does not count them), MIG devices where
+    `mig_devices`; and how many of them are out of service (Unhealthy, tainted), named where known. A device
+    plugin's capacity (offered, and the count check's own), a DRA driver's published GPUs (dradevices.published)."""
 
-    what: str
+    what: str  # the offer, in words ("capacity nvidia.com/gpu", "GPUs gpu.nvidia.com publishes")
     count: int | None
     per_gpu: int = 1
+    mig_devices: bool = False  # the count counts MIG devices (a device plugin under the single MIG strategy)
+    out_of_service: int = 0  # devices out of service
+    out_named: list[str] = field(default_factory=list)  # which, where known
+    out_how: str = ""  # the words after their number: "of 4 nvidia.com/gpu devices are Unhealthy (...)"
 
 
 def offered(node: dict, exp: Expectation) -> Offered:
     """A device plugin's offer: the node's capacity of its GPU resource, x replicas per GPU; under a MIG strategy
     it counts MIG devices, which vary per GPU, so not GPUs."""
     cap = qty(((node.get("status") or {}).get("capacity") or {}).get(exp.resource))
-    return Offered(f"capacity {exp.resource}", cap if exp.mig_strategy == "none" else None, exp.replicas)
+    return Offered(f"capacity {exp.resource}", cap if exp.mig_strategy == "none" else None, exp.replicas,
+                   exp.mig_strategy == "single")
 
 def _malformed(labels: dict[str, str], keys: list[str]) -> str | None:
     """The first of `keys` whose label value is not a count, as "key='value' (malformed: why)"."""

@@ -227,10 +227,15 @@ def claim_results(claims: list[dict], driver: str) -> list[dict]:
     return out
 
 
-def published(driver: str, slices: list[dict]) -> Offered:
-    """What `driver` offers of the node's GPUs, as the PCI check compares it: the physical GPUs it publishes (whole
-    or as MIG devices, physical_gpus); no count where it publishes no pool for the node."""
-    return Offered(f"GPUs {driver} publishes", len(physical_gpus(driver, slices)) if pools(driver, slices) else None)
+def published(driver: str, slices: list[dict], rules: Iterable[dict] = ()) -> Offered:
+    """What `driver` offers of the node's GPUs, as the count and PCI checks compare it: the physical GPUs it
+    publishes (whole or as MIG devices, physical_gpus; no count where it publishes no pool for the node), and its
+    devices tainted out of service (in its slices or by a DeviceTaintRule of `rules`: withheld), named with their
+    taints."""
+    out = withheld(driver, slices, rules)
+    return Offered(f"GPUs {driver} publishes", len(physical_gpus(driver, slices)) if pools(driver, slices) else None,
+                   out_of_service=len(out), out_named=[f"{d} ({', '.join(t)})" for d, t in sorted(out.items())],
+                   out_how=f"device(s) of {driver} are tainted out of service, so no claim gets them")
 
 
 def claims_assigned(claims: list[dict], driver: str, slices: list[dict]) -> Assigned:

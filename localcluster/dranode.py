@@ -9,9 +9,9 @@ hardware.json, device nodes, PCI tree) and /var/run/cdi are bind mounts of DRA_D
 simulated DRA driver (images/cmd/gpu-dra-driver, a DaemonSet as NVIDIA's DRA driver is installed), published
 under gpu.nvidia.com as NVIDIA's driver publishes (images/internal/dra), in one of the shapes SHAPES: by default
 the GPU operator v26.7.0's DRA stack as it renders (its node labels, its DeviceClass without extendedResourceName,
-its two admin-access operands running on the node). The DRA faults (FAULTS, `dra fault NAME`) break the driver,
-kube-controller-manager, kube-scheduler or admission, or add API objects (a DeviceTaintRule; a second offer of
-the device-plugin node's GPUs).
+its two admin-access operands running on the node). The DRA faults (`dra fault NAME`: the rows of faulttable.py
+DRA_FAULTS, made by set_fault) break the driver, kube-controller-manager, kube-scheduler or admission, or add API
+objects (a DeviceTaintRule; a second offer of the device-plugin node's GPUs).
 
 Opt-in at start-up with GPUCONFORM_BED_DRA=1 (cluster.py up).
 """
@@ -25,15 +25,20 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-import cluster
-from cluster import IMAGES, LOGS, PKI, STATE, BedError, Bins, Kubectl, say, sh
+import bed
+import controlplane
+import gpunode
+import imagebuild
+from bed import IMAGES, LOGS, PKI, STATE, BedError, Bins, Kubectl, say, sh
+from faulttable import (DRA_FAULTS, AdminAccessPolicy, ApiObject, ControllersOff, DraDriver, DraDriverGone,
+                        SchedulerGates)
 
-NODE = "gpu-node-dra"
+NODE = bed.DRA_NODE
 GPUS = 3
 BASE = Path("/var/lib/gpuconform-dra")
 # host path in the node's mount namespace -> where its content lives on the host
 DRA_DIRS = {"/var/lib/kubelet": BASE / "kubelet", "/var/log/pods": BASE / "pods-logs",
-            str(cluster.GPU_SIM): BASE / "gpu-sim", "/run/cdi": BASE / "cdi"}
+            str(bed.GPU_SIM): BASE / "gpu-sim", "/run/cdi": BASE / "cdi"}
 CTRD_ROOT, CTRD_STATE = BASE / "containerd", Path("/run/gpuconform/containerd-dra")
 CTRD_SOCK = CTRD_STATE / "containerd.sock"
 KUBELET_PORT, HEALTHZ_PORT = 10260, 10258
@@ -106,16 +111,16 @@ HELM_LABELS = {"nvidia.com/gpu.present": "true", "feature.node.kubernetes.io/pci
 SHAPES = ("operator", "chart-override", "helm-plain", "static-mig")
 OPERATOR_SHAPES = ("operator", "static-mig")
 EXTENDED_SHAPES = ("chart-override",)  # DeviceClass gpu.nvidia.com with extendedResourceName nvidia.com/gpu
-# The GPU operator's namespace (the Helm chart's default; the bed's validator lives there too, cluster.OPERATOR_NS)
+# The GPU operator's namespace (the Helm chart's default; the bed's validator lives there too, gpunode.OPERATOR_NS)
 # and its two admin-access operands on a DRA node (operator_objects).
-OPERATOR_NS = cluster.OPERATOR_NS
+OPERATOR_NS = gpunode.OPERATOR_NS
 VALIDATOR_DS, VALIDATOR_TEMPLATE = "nvidia-dra-validator", "nvidia-dra-validator-gpu"
 DCGM_DS, DCGM_TEMPLATE = "nvidia-dcgm-exporter-dra", "nvidia-dcgm-exporter-admin"
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"
 
 
 def shape() -> str:
-    return cluster.read_state().get("dra_shape") or SHAPES[0]
+    return bed.read_state().get("dra_shape") or SHAPES[0]
 
 
 def node_labels() -> dict[str, str]:
@@ -124,7 +129,7 @@ def node_labels() -> dict[str, str]:
 
 
 def wanted() -> bool:
-    return os.environ.get("GPUCONFORM_BED_DRA", "") == "1" or bool(cluster.read_state().get("dra"))
+    return os.environ.get("GPUCONFORM_BED_DRA", "") == "1" or bool(bed.read_state().get("dra"))
 
 
 def ctr(*args: str, check: bool = True):
@@ -137,7 +142,7 @@ def containerd_config(bins: Bins) -> Path:
     d = STATE / "containerd-dra"
     d.mkdir(parents=True, exist_ok=True)
     cfg = d / "config.toml"
-    runc = cluster.runc_binary()
+    runc = gpunode.runc_binary()
     cfg.write_text(f"""# containerd 2.x for the gpuconform bed's DRA node; see localcluster/dranode.py
 version = 3
 root = "{CTRD_ROOT}"
@@ -163,9 +168,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         SystemdCgroup = false
         {runc}
-    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.{cluster.NVIDIA_RUNTIME}]
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.{bed.NVIDIA_RUNTIME}]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.{cluster.NVIDIA_RUNTIME}.options]
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.{bed.NVIDIA_RUNTIME}.options]
         SystemdCgroup = false
         {runc}
   [plugins."io.containerd.cri.v1.runtime".cni]
@@ -197,7 +202,7 @@ def kubelet_config(ip: str) -> Path:
     minute, and the latency check reports it; docs/dra.md says so. With 5 s a pod that hit the race started 7 s
     after its creation, and two of three such pods failed a healthy run's startP50 (5 s) right after a driver
     re-install (seen at the chart-override shape); 2 s keeps a raced pod within it."""
-    cfg = cluster.kubelet_config(ip, "none")
+    cfg = gpunode.kubelet_config(ip, "none")
     cfg.update({"syncFrequency": "2s", "containerRuntimeEndpoint": f"unix://{CTRD_SOCK}", "port": KUBELET_PORT, "healthzPort": HEALTHZ_PORT,
                 "cgroupRoot": CGROUP_ROOT, "cpuManagerPolicy": "none", "tlsCertFile": str(PKI / "kubelet-dra-serving.crt"),
                 "tlsPrivateKeyFile": str(PKI / "kubelet-dra-serving.key")})
@@ -221,7 +226,7 @@ def driver_objects(inst: Install | None = None) -> list[dict]:
     inst = inst or install()
     labels = inst.labels
     host = {"plugins-registry": "/var/lib/kubelet/plugins_registry",
-            "plugins": "/var/lib/kubelet/plugins", "cdi": "/var/run/cdi", "gpu-sim": str(cluster.GPU_SIM)}
+            "plugins": "/var/lib/kubelet/plugins", "cdi": "/var/run/cdi", "gpu-sim": str(bed.GPU_SIM)}
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": inst.namespace, "labels": {
             "pod-security.kubernetes.io/enforce": "privileged"}}},
@@ -254,7 +259,7 @@ def driver_objects(inst: Install | None = None) -> list[dict]:
              "containers": [{"name": "gpus", "image": IMAGES_DRA["driver"], "imagePullPolicy": "IfNotPresent",
                              "command": ["/usr/bin/gpu-dra-driver"],
                              "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                                     {"name": "GPU_SIM_DRA_FAULTS", "value": cluster.read_state().get("dra_faults", "")}],
+                                     {"name": "GPU_SIM_DRA_FAULTS", "value": bed.read_state().get("dra_faults", "")}],
                              "securityContext": {"privileged": True},
                              "volumeMounts": [{"name": n, "mountPath": p} for n, p in host.items()]}],
              "volumes": [{"name": n, "hostPath": {"path": p, "type": "DirectoryOrCreate"}} for n, p in host.items()],
@@ -297,7 +302,7 @@ def operator_objects() -> list[dict]:
          "metadata": {"name": VALIDATOR_DS, "namespace": OPERATOR_NS, "labels": {**val, "app": VALIDATOR_DS}},
          "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": VALIDATOR_DS}},
                   "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
-                  "template": {"metadata": {"labels": {**val, "app": cluster.VALIDATOR}}, "spec": {
+                  "template": {"metadata": {"labels": {**val, "app": gpunode.VALIDATOR}}, "spec": {
                       "priorityClassName": "system-node-critical", "serviceAccountName": VALIDATOR_DS,
                       "nodeSelector": {"nvidia.com/gpu.deploy.dra-validator": "true"},
                       "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
@@ -371,8 +376,8 @@ def set_operands(kubectl: Kubectl, on: bool, restart: bool = False) -> None:
                     "--wait=false", check=False)
         kubectl("label", "namespace", OPERATOR_NS, f"{ADMIN_LABEL}-", check=False)
         return
-    kubectl.apply(cluster.operator_objects()[0])  # the operator's namespace (the bed's validator's)
-    # a label, not an apply: cluster.py re-applies the namespace (cluster.operator_objects) without it
+    kubectl.apply(gpunode.operator_objects()[0])  # the operator's namespace (the bed's validator's)
+    # a label, not an apply: gpunode.deploy_operator re-applies the namespace (gpunode.operator_objects) without it
     kubectl("label", "namespace", OPERATOR_NS, "--overwrite", f"{ADMIN_LABEL}=true")
     if restart:
         for sel in (f"app.kubernetes.io/name={VALIDATOR_DS}", f"app={DCGM_DS}"):
@@ -382,16 +387,14 @@ def set_operands(kubectl: Kubectl, on: bool, restart: bool = False) -> None:
         say(f"GPU operator DRA operands applied on {NODE}: they ask gpu.nvidia.com, which offers nothing in shape "
             f"{shape()}, so they stay Pending")
         return
-    cluster.wait_for(f"the GPU operator's {VALIDATOR_DS} and {DCGM_DS} Running on {NODE} with admin-access claims",
-                     lambda: operands_running(kubectl), 120, "kubelet-dra")
+    bed.wait_for(f"the GPU operator's {VALIDATOR_DS} and {DCGM_DS} Running on {NODE} with admin-access claims",
+                 lambda: operands_running(kubectl), 120, "kubelet-dra")
     say(f"GPU operator DRA operands on {NODE}: {VALIDATOR_DS} (1 GPU) and {DCGM_DS} (all GPUs), admin access")
 
 
 def images(bins: Bins) -> list[Path]:
-    import imagebuild
-
     img = imagebuild.Image(IMAGES_DRA["driver"], ["/usr/bin/gpu-dra-driver"],
-                           files=[("usr/bin/gpu-dra-driver", bins.images / "gpu-dra-driver")], labels=cluster.IMAGE_LABEL)
+                           files=[("usr/bin/gpu-dra-driver", bins.images / "gpu-dra-driver")], labels=bed.IMAGE_LABEL)
     return [imagebuild.write_archive(img, STATE / "images" / "gpu-dra-driver_sim.tar")]
 
 
@@ -411,7 +414,7 @@ def cgroup_root() -> None:
 
 def write_hardware() -> None:
     """The DRA node's simulated GPUs: whole, or in MIG mode with their MIG devices made (shape static-mig)."""
-    cluster.write_hardware(root=DRA_DIRS[str(cluster.GPU_SIM)], node=NODE, count=GPUS,
+    gpunode.write_hardware(root=DRA_DIRS[str(bed.GPU_SIM)], node=NODE, count=GPUS,
                            profile="mig-mixed" if shape() == "static-mig" else "plain")
 
 
@@ -421,67 +424,38 @@ def start(bins: Bins, ip: str, kubectl: Kubectl, archives: list[Path]) -> None:
     cgroup_root()
     write_hardware()
     if not (PKI / "kubelet-dra.crt").exists():
-        cluster.issue_cert("kubelet-dra-serving", f"/CN={NODE}", f"DNS:{NODE},DNS:localhost,IP:127.0.0.1,IP:{ip}")
-        cluster.issue_cert("kubelet-dra", f"/O=system:nodes/CN=system:node:{NODE}", None)
-        cluster.write_kubeconfig(PKI / "kubelet-dra.kubeconfig", "kubelet-dra",
-                                 f"https://{ip}:{cluster.PORTS['kube-apiserver']}")
+        bed.issue_cert("kubelet-dra-serving", f"/CN={NODE}", f"DNS:{NODE},DNS:localhost,IP:127.0.0.1,IP:{ip}")
+        bed.issue_cert("kubelet-dra", f"/O=system:nodes/CN=system:node:{NODE}", None)
+        bed.write_kubeconfig(PKI / "kubelet-dra.kubeconfig", "kubelet-dra",
+                             f"https://{ip}:{bed.PORTS['kube-apiserver']}")
     cfg = containerd_config(bins)
-    cluster.start("containerd-dra", ["unshare", "--mount", "sh", "-c", namespace_script(bins, cfg)])
-    cluster.wait_for("containerd-dra socket", lambda: ctr("version", check=False).returncode == 0, 30,
-                     "containerd-dra")
+    bed.start("containerd-dra", ["unshare", "--mount", "sh", "-c", namespace_script(bins, cfg)])
+    bed.wait_for("containerd-dra socket", lambda: ctr("version", check=False).returncode == 0, 30,
+                 "containerd-dra")
     for a in archives + images(bins):
         ctr("images", "import", str(a))
-    pid = cluster.pid_of("containerd-dra")
-    cluster.start("kubelet-dra", ["nsenter", f"--mount=/proc/{pid}/ns/mnt", "--", bins["kubelet"],
-                                  f"--config={kubelet_config(ip)}", f"--kubeconfig={PKI / 'kubelet-dra.kubeconfig'}",
-                                  f"--hostname-override={NODE}", f"--node-ip={ip}", "--v=1"])
-    cluster.wait_for(f"node {NODE} Ready", lambda: cluster.node_ready(kubectl, NODE), 120, "kubelet-dra")
+    pid = bed.pid_of("containerd-dra")
+    bed.start("kubelet-dra", ["nsenter", f"--mount=/proc/{pid}/ns/mnt", "--", bins["kubelet"],
+                              f"--config={kubelet_config(ip)}", f"--kubeconfig={PKI / 'kubelet-dra.kubeconfig'}",
+                              f"--hostname-override={NODE}", f"--node-ip={ip}", "--v=1"])
+    bed.wait_for(f"node {NODE} Ready", lambda: bed.node_ready(kubectl, NODE), 120, "kubelet-dra")
     label_node(kubectl)
     kubectl.apply(*driver_objects())
-    cluster.wait_for(f"the DRA driver's ResourceSlice for {NODE}", lambda: slice_devices(kubectl) > 0, 90,
-                     "kubelet-dra")
+    bed.wait_for(f"the DRA driver's ResourceSlice for {NODE}", lambda: slice_devices(kubectl) > 0, 90,
+                 "kubelet-dra")
     say(f"DRA node {NODE} up in shape {shape()}: {slice_devices(kubectl)} GPU(s) published under gpu.nvidia.com")
     set_operands(kubectl, shape() in OPERATOR_SHAPES)
 
 
-# Faults of the DRA driver (images/internal/dra Faults; GPU_SIM_DRA_FAULTS), and `driver-gone`: the driver's
-# DaemonSet and its slices removed (the node keeps the operator's DRA label).
-# `claim-controller-off`: the driver healthy, kube-controller-manager restarted without its resourceclaim
-# controller (--controllers), so nothing removes an ended pod from a claim's reservedFor or deallocates it.
-CONTROLLER_FAULTS = {"claim-controller-off": ("resourceclaim-controller",)}
-# `admin-access-label`: the driver healthy, and a MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA and on
-# by default since Kubernetes 1.36) that labels every namespace made from now on
-# resource.kubernetes.io/admin-access=true, as a careless namespace template would: any tenant's claim may then ask
-# admin access (kubernetes v1.37.2 pkg/registry/resource/utils.go AuthorizedForAdmin reads only that label).
+# What the DRA faults (faulttable.py DRA_FAULTS; the comments there say what each breaks and why) make beside the
+# driver: the admin-access-label fault's MutatingAdmissionPolicy, and the API objects of ApiObject steps (the
+# taint-rule fault's DeviceTaintRule, the offered-twice fault's ResourceSlice), made with kubectl and deleted on clear.
 ADMIN_POLICY = "gpuconform-bed-admin-access-everywhere"
-POLICY_FAULTS = ("admin-access-label",)
-# `device-tainted`: the driver publishes its last GPU tainted NoSchedule (gpu.nvidia.com/xid=79), as a driver that saw
-# the GPU fall off the bus. `taint-ignored`: the same, and kube-scheduler restarted without device taints
-# (DRADeviceTaints, GA but not locked in 1.37, pkg/features/kube_features.go:1481; DRADeviceTaintRules depends on
-# it), so it allocates the tainted device like any other.
-# `unhealthy-untainted`: the driver reports its last GPU Unhealthy to the kubelet (DRAResourceHealth) but leaves it in
-# service, untainted.
-DRIVER_FAULT_OF = {"device-tainted": "taint-unhealthy", "taint-ignored": "taint-unhealthy",
-                   "unhealthy-untainted": "report-unhealthy"}
-SCHEDULER_FAULTS = {"taint-ignored": "DRADeviceTaints=false,DRADeviceTaintRules=false"}
-# Faults made through the API beside a healthy driver (api_fault_objects):
-# `taint-rule`: a cluster-scoped DeviceTaintRule (resource.k8s.io/v1 in 1.37, gate DRADeviceTaintRules GA and on;
-# v1beta2 and off by default in 1.36) that withholds the DRA node's last GPU, NoSchedule, as an admin takes a
-# device out of service: the slice is unchanged, but the rule "has the same effect as if the taint was specified
-# directly in the ResourceSlice" (k8s.io/api v0.37.2 resource/v1/types.go DeviceTaintRule).
-# `offered-twice`: a ResourceSlice of gpu.nvidia.com for the device-plugin node gpu-node-0 (nodeName gpu-node-0, one
-# pool named after it, as NVIDIA's driver publishes) whose devices carry the uuids of that node's GPUs (its
-# hardware.json, the one NVML, GFD and the plugin read): both the device plugin and a GPU DRA driver offer the same
-# GPUs, which the driver's own chart refuses to install (templates/validation.yaml: "cannot be deployed alongside
-# the standard GPU device plugin"), since claims and device-plugin pods can then be handed one GPU. gpu-node-0 stays
-# a device-plugin node (it has nvidia.com/gpu capacity). Made with kubectl, deleted on clear; its kubelet would also
-# delete it when it restarts (kubernetes v1.37.2 pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go
-# wipeResourceSlices: no driver is registered there).
 TAINT_RULE, OFFERED_TWICE = "gpuconform-bed-withhold-last-gpu", "gpuconform-bed-offered-twice"
-API_FAULTS = ("taint-rule", "offered-twice")
-FAULTS = ("omit-last-device", "extra-device", "no-register", "prepare-fails", "wrong-device", "double-inject",
-          "pool-incomplete", "mig-no-counters", "driver-gone", *DRIVER_FAULT_OF, *CONTROLLER_FAULTS, *POLICY_FAULTS,
-          *API_FAULTS)
+API_OBJECTS = ("taint-rule", "offered-twice")  # faulttable.ApiObject names
+# What the driver's health knobs (DraDriver steps) do, said when a fault sets one
+HEALTH_KNOBS = {"taint-unhealthy": "the driver reports its last GPU Unhealthy and publishes it tainted out of service",
+                "report-unhealthy": "the driver reports its last GPU Unhealthy and leaves it in service"}
 
 
 def _hardware(root: Path) -> dict:
@@ -491,7 +465,7 @@ def _hardware(root: Path) -> dict:
 def taint_rule_object() -> dict:
     """The taint-rule fault's DeviceTaintRule: the DRA node's last GPU (gpu-<minor>, in its pool named after the
     node) tainted NoSchedule by an admin."""
-    last = _hardware(DRA_DIRS[str(cluster.GPU_SIM)])["gpus"][-1]
+    last = _hardware(DRA_DIRS[str(bed.GPU_SIM)])["gpus"][-1]
     return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": TAINT_RULE},
             "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": NODE, "device": f"gpu-{last['minor']}"},
                      "taint": {"key": "example.com/maintenance", "value": "withheld-by-admin",
@@ -502,8 +476,8 @@ def offered_twice_object() -> dict:
     """The offered-twice fault's ResourceSlice: gpu-node-0's GPUs as NVIDIA's driver would publish them there
     (images/internal/dra: gpu-<minor>, type gpu, the same uuid, product, versions and PCI bus ID; one slice, no
     counters: its DynamicMIG gate off)."""
-    hw = _hardware(cluster.GPU_SIM)
-    node = cluster.NODE_NAME
+    hw = _hardware(bed.GPU_SIM)
+    node = bed.NODE_NAME
 
     def ver(v: str) -> dict:
         return {"version": v if v.count(".") != 1 else v + ".0"}
@@ -513,7 +487,7 @@ def offered_twice_object() -> dict:
                                "productName": {"string": g["name"]}, "brand": {"string": "Nvidia"},
                                "architecture": {"string": "Ampere"}, "cudaComputeCapability": ver("8.0"),
                                "driverVersion": ver(hw["driverVersion"]), "cudaDriverVersion": ver(hw["cudaVersion"]),
-                               "resource.kubernetes.io/pciBusID": {"string": cluster.pci_bdf(g["pciBusId"])}},
+                               "resource.kubernetes.io/pciBusID": {"string": gpunode.pci_bdf(g["pciBusId"])}},
                 "capacity": {"memory": {"value": f"{g['memoryTotalMiB']}Mi"}}} for g in hw["gpus"]]
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": OFFERED_TWICE},
             "spec": {"driver": "gpu.nvidia.com", "nodeName": node,
@@ -521,7 +495,7 @@ def offered_twice_object() -> dict:
 
 
 def set_api_fault(kubectl: Kubectl, fault: str) -> None:
-    """The API faults' objects: the one of `fault` made, the others deleted."""
+    """The API objects (API_OBJECTS): the one named `fault` made, the others deleted."""
     for name, kind, make in (("taint-rule", "devicetaintrule", taint_rule_object),
                              ("offered-twice", "resourceslice", offered_twice_object)):
         if name == fault:
@@ -560,36 +534,36 @@ def set_admin_policy(kubectl: Kubectl, on: bool) -> None:
         out = json.loads(kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(probe)))
         return ((out.get("metadata") or {}).get("labels") or {}).get("resource.kubernetes.io/admin-access") == "true"
 
-    cluster.wait_for("the admin-access-label policy to label new namespaces", labels_new_namespaces, 30,
-                     "kube-apiserver")
+    bed.wait_for("the admin-access-label policy to label new namespaces", labels_new_namespaces, 30,
+                 "kube-apiserver")
 
 
 def set_controllers(bins: Bins, off: tuple[str, ...]) -> None:
     """kube-controller-manager with the controllers in `off` disabled (restarted only when that changes)."""
-    if tuple(cluster.read_state().get("kcm_off") or ()) == off:
+    if tuple(bed.read_state().get("kcm_off") or ()) == off:
         return
-    cluster.stop("kube-controller-manager")
-    cluster.start_controller_manager(bins, off)
-    cluster.write_state(kcm_off=list(off))
-    cluster.wait_for("kube-controller-manager /healthz", lambda: _healthy("kube-controller-manager"), 60,
-                     "kube-controller-manager")
+    bed.stop("kube-controller-manager")
+    controlplane.start_controller_manager(bins, off)
+    bed.write_state(kcm_off=list(off))
+    bed.wait_for("kube-controller-manager /healthz", lambda: _healthy("kube-controller-manager"), 60,
+                 "kube-controller-manager")
 
 
 def set_scheduler_gates(bins: Bins, gates: str) -> None:
     """kube-scheduler with the feature gates `gates` ("" = its defaults; restarted only when that changes)."""
-    if (cluster.read_state().get("sched_gates") or "") == gates:
+    if (bed.read_state().get("sched_gates") or "") == gates:
         return
-    cluster.stop("kube-scheduler")
-    cluster.start_scheduler(bins, gates)
-    cluster.write_state(sched_gates=gates)
-    cluster.wait_for("kube-scheduler /healthz", lambda: _healthy("kube-scheduler"), 60, "kube-scheduler")
+    bed.stop("kube-scheduler")
+    controlplane.start_scheduler(bins, gates)
+    bed.write_state(sched_gates=gates)
+    bed.wait_for("kube-scheduler /healthz", lambda: _healthy("kube-scheduler"), 60, "kube-scheduler")
 
 
 def _healthy(component: str) -> bool:
     ctx = ssl.create_default_context()
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # its serving cert is self-signed
     try:
-        with urllib.request.urlopen(f"https://127.0.0.1:{cluster.PORTS[component]}/healthz",
+        with urllib.request.urlopen(f"https://127.0.0.1:{bed.PORTS[component]}/healthz",
                                     context=ctx, timeout=2) as r:
             return r.read().strip() == b"ok"
     except OSError:
@@ -597,55 +571,54 @@ def _healthy(component: str) -> bool:
 
 
 def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
-    """Restarts the DRA driver with `fault` ("" = healthy) and waits until its slice shows it."""
-    if fault and fault not in FAULTS:
-        raise BedError(f"unknown DRA fault {fault!r} (known: {', '.join(FAULTS)})")
-    set_controllers(bins, CONTROLLER_FAULTS.get(fault, ()))
-    set_scheduler_gates(bins, SCHEDULER_FAULTS.get(fault, ""))
-    set_admin_policy(kubectl, fault == "admin-access-label")
+    """Makes the DRA fault `fault` (faulttable.py DRA_FAULTS; "" = healthy): kube-controller-manager, kube-scheduler
+    and admission as its row needs them (each restarted only when that changes), then the driver restarted with the
+    row's knob, or gone, waiting until its slice shows it, then the row's API object."""
+    if fault and fault not in DRA_FAULTS:
+        raise BedError(f"unknown DRA fault {fault!r} (known: {', '.join(DRA_FAULTS)})")
+    row = DRA_FAULTS.get(fault)
+    off, gates = row and row.step(ControllersOff), row and row.step(SchedulerGates)
+    driver, api = row and row.step(DraDriver), row and row.step(ApiObject)
+    set_controllers(bins, off.controllers if off else ())
+    set_scheduler_gates(bins, gates.gates if gates else "")
+    set_admin_policy(kubectl, bool(row and row.step(AdminAccessPolicy)))
     set_api_fault(kubectl, "")
-    if fault in SCHEDULER_FAULTS:
-        say(f"DRA fault {fault}: kube-scheduler runs with --feature-gates={SCHEDULER_FAULTS[fault]}")
-    if fault in DRIVER_FAULT_OF:
-        say(f"DRA fault {fault}: the driver reports its last GPU Unhealthy"
-            + (" and leaves it in service" if DRIVER_FAULT_OF[fault] == "report-unhealthy" else
-               " and publishes it tainted out of service"))
-        fault = DRIVER_FAULT_OF[fault]
-    if fault in CONTROLLER_FAULTS:
-        say(f"DRA fault {fault}: kube-controller-manager runs without {', '.join(CONTROLLER_FAULTS[fault])}")
-        fault = ""
-    if fault in POLICY_FAULTS:
+    if gates:
+        say(f"DRA fault {fault}: kube-scheduler runs with --feature-gates={gates.gates}")
+    if driver and driver.knob in HEALTH_KNOBS:
+        say(f"DRA fault {fault}: {HEALTH_KNOBS[driver.knob]}")
+    if off:
+        say(f"DRA fault {fault}: kube-controller-manager runs without {', '.join(off.controllers)}")
+    if row and row.step(AdminAccessPolicy):
         say(f"DRA fault {fault}: every namespace made from now on is labelled resource.kubernetes.io/admin-access=true "
             f"(MutatingAdmissionPolicy {ADMIN_POLICY})")
-        fault = ""
-    api_fault = fault if fault in API_FAULTS else ""
-    fault = "" if api_fault else fault
-    cluster.write_state(dra_faults="" if fault == "driver-gone" else fault)
+    knob = driver.knob if driver else ""
+    bed.write_state(dra_faults=knob)
     inst = install()
     kubectl("delete", "daemonset", "-n", inst.namespace, inst.daemonset, "--ignore-not-found", "--wait=true")
     kubectl("delete", "resourceslices", "--field-selector", f"spec.nodeName={NODE}", "--ignore-not-found")
     selector = ",".join(f"{k}={v}" for k, v in inst.selector.items())
-    cluster.wait_for("the DRA driver's pods to be gone", lambda: not kubectl.json(
+    bed.wait_for("the DRA driver's pods to be gone", lambda: not kubectl.json(
         "get", "pods", "-n", inst.namespace, "-l", selector)["items"], 60, "kubelet-dra")
-    if fault == "driver-gone":
-        say(f"DRA fault driver-gone: no driver and no ResourceSlice on {NODE}")
+    if row and row.step(DraDriverGone):
+        say(f"DRA fault {fault}: no driver and no ResourceSlice on {NODE}")
         return
     kubectl.apply(*driver_objects())
-    want = GPUS - 1 if fault == "omit-last-device" else GPUS + 1 if fault == "extra-device" else GPUS
-    cluster.wait_for(f"the DRA driver's slice with {want} device(s)", lambda: slice_devices(kubectl) == want, 90,
-                     "kubelet-dra")
-    say(f"DRA driver on {NODE} {'with fault ' + fault if fault else 'healthy'}")
-    if api_fault:
-        set_api_fault(kubectl, api_fault)
-        say(f"DRA fault {api_fault}: " + (
+    want = GPUS + (driver.devices if driver else 0)
+    bed.wait_for(f"the DRA driver's slice with {want} device(s)", lambda: slice_devices(kubectl) == want, 90,
+                 "kubelet-dra")
+    say(f"DRA driver on {NODE} {'with fault ' + knob if knob else 'healthy'}")
+    if api:
+        set_api_fault(kubectl, api.name)
+        say(f"DRA fault {api.name}: " + (
             f"DeviceTaintRule {TAINT_RULE} withholds {taint_rule_object()['spec']['deviceSelector']['device']} of "
-            f"{NODE} (NoSchedule)" if api_fault == "taint-rule" else
-            f"ResourceSlice {OFFERED_TWICE} offers {cluster.NODE_NAME}'s GPUs under gpu.nvidia.com beside its device "
+            f"{NODE} (NoSchedule)" if api.name == "taint-rule" else
+            f"ResourceSlice {OFFERED_TWICE} offers {bed.NODE_NAME}'s GPUs under gpu.nvidia.com beside its device "
             "plugin"))
-    if cluster.read_state().get("kcm_off"):
-        say(f"(kube-controller-manager without {', '.join(cluster.read_state()['kcm_off'])})")
-    if cluster.read_state().get("sched_gates"):
-        say(f"(kube-scheduler with --feature-gates={cluster.read_state()['sched_gates']})")
+    if bed.read_state().get("kcm_off"):
+        say(f"(kube-controller-manager without {', '.join(bed.read_state()['kcm_off'])})")
+    if bed.read_state().get("sched_gates"):
+        say(f"(kube-scheduler with --feature-gates={bed.read_state()['sched_gates']})")
 
 
 def label_node(kubectl: Kubectl) -> None:
@@ -664,7 +637,7 @@ def set_shape(bins: Bins, kubectl: Kubectl, name: str) -> None:
     for other in (OPERATOR_INSTALL, CHART_INSTALL, LEGACY_INSTALL):
         if other != install(name):
             remove_install(kubectl, other)
-    cluster.write_state(dra_shape=name)
+    bed.write_state(dra_shape=name)
     write_hardware()  # the driver reads it when set_fault restarts it
     label_node(kubectl)
     kubectl("delete", "deviceclass", "gpu.nvidia.com", "--ignore-not-found")  # apply would keep a dropped field
@@ -686,7 +659,7 @@ def remove_install(kubectl: Kubectl, inst: Install, wait: bool = True) -> None:
 
 def is_up(kubectl: Kubectl) -> bool:
     """The DRA node runs (its kubelet and containerd) and its driver publishes: `up` leaves it as it is."""
-    return bool(cluster.read_state().get("dra") and cluster.pid_of("kubelet-dra") and cluster.pid_of("containerd-dra")
+    return bool(bed.read_state().get("dra") and bed.pid_of("kubelet-dra") and bed.pid_of("containerd-dra")
                 and slice_devices(kubectl))
 
 
@@ -694,8 +667,8 @@ def up(bins: Bins, kubectl: Kubectl) -> None:
     if is_up(kubectl):
         say(f"DRA node {NODE} already up")
         return
-    cluster.write_state(dra=True)
-    start(bins, cluster.node_ip(), kubectl, cluster.build_images(bins))
+    bed.write_state(dra=True)
+    start(bins, bed.node_ip(), kubectl, gpunode.build_images(bins))
 
 
 def down(bins: Bins, kubectl: Kubectl) -> None:
@@ -713,7 +686,7 @@ def down(bins: Bins, kubectl: Kubectl) -> None:
     stopped = stop_all()
     kubectl("delete", "node", NODE, "--ignore-not-found", check=False)
     cleaned = clean_host_state()
-    cluster.write_state(dra=False, dra_faults="", dra_shape="")
+    bed.write_state(dra=False, dra_faults="", dra_shape="")
     say(f"DRA node {NODE} removed (stopped {', '.join(stopped) or 'nothing'}; {', '.join(cleaned) or 'no state'})")
 
 
@@ -731,7 +704,7 @@ def clean_host_state() -> list[str]:
     for pid in sh("pgrep", "-f", f"containerd-shim.*{CTRD_SOCK}", check=False).stdout.split():
         os.kill(int(pid), 9)
         cleaned.append(f"containerd-dra shim pid {pid}")
-    removed = cluster.remove_cgroups(CGROUP_ROOT.strip("/"))
+    removed = bed.remove_cgroups(CGROUP_ROOT.strip("/"))
     if removed:
         cleaned.append(f"{removed} DRA-node cgroups")
     for d in (BASE, CTRD_STATE):
@@ -742,7 +715,7 @@ def clean_host_state() -> list[str]:
 
 
 def stop_all() -> list[str]:
-    return [c for c in ("kubelet-dra", "containerd-dra") if cluster.stop(c)]
+    return [c for c in ("kubelet-dra", "containerd-dra") if bed.stop(c)]
 
 
 def log_hint() -> str:

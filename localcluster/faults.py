@@ -1,11 +1,12 @@
-"""Named faults for the local test bed: each breaks the cluster as one failure mode does (Fn: the number in the
-Fnn reason codes, docs/reason-codes.md; F16: ERROR-OPERATOR-NOT-READY).
+"""Makes the device-plugin node's named faults (`cluster.py fault NAME`): the rows of faulttable.py for that node
+(DEVICE_PLUGIN_FAULTS), each of which breaks the cluster as one failure mode does (Fn: the number in the Fnn reason
+codes, docs/reason-codes.md; F16: ERROR-OPERATOR-NOT-READY) and says what the suite must report.
 
 Faults act only through real interfaces: the simulated plugin's ConfigMap (what a misbehaving plugin does),
 the kubelet's config file and restarts, node labels/taints (what GFD or an operator would set), the simulated
 hardware (hardware.json, the PCI tree), the nvidia runtime's settings (runtime.json, as the toolkit's config.toml),
 the RuntimeClass, and containerd's image store. `fault-clear` restores the healthy state; applying a fault clears
-the previous one.
+the previous one. A row's steps (faulttable.py) are applied in the order apply() lists them.
 """
 
 from __future__ import annotations
@@ -14,157 +15,17 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import cluster as c
+import bed
+import gpunode
+import nvidia
 import shapes
 import sharedfault
-
-
-@dataclass(frozen=True)
-class Fault:
-    row: str  # the failure mode (Fn) or contract line it reproduces
-    summary: str
-    plugin: dict = field(default_factory=dict)  # plugin config "faults" (and top-level keys under "_top")
-    kubelet_reset: bool = False  # restart the kubelet with its device checkpoint removed
-    drop_resource: bool = False  # remove the resource from node status after the reset
-    labels: dict = field(default_factory=dict)
-    taint: str = ""
-    policy: str = ""  # kubelet topologyManagerPolicy
-    remove_image: str = ""
-    hog_gpus: int = 0  # another team's pod holds this many GPUs on the node
-    plugin_host_dir: str = ""  # mount this host directory as the plugin's device-plugins directory
-    operator_failing: str = ""  # the GPU operator's driver validation fails with this message
-    restart_kubelet_after: float = 0  # restart the kubelet this many seconds after the suite's first pod on the node
-    hardware_numa: int | None = None  # rewrite the simulated hardware: the NUMA node the GPUs physically sit on
-    off_bus: tuple = ()  # rewrite the simulated hardware: these GPU indexes are missing from its PCI tree (sysfs) only
-    runtime: dict = field(default_factory=dict)  # <GPU_SIM>/runtime.json for the nvidia runtime (runtime_sim.py)
-    delete_runtime_class: bool = False  # delete the RuntimeClass nvidia (cluster.runtime_class)
-    runtime_handler: str = ""  # recreate the RuntimeClass nvidia with this handler, which containerd lacks
-    # node (capacity, allocatable) to wait for before the fault counts as applied; None = healthy counts,
-    # () = don't wait (the fault itself makes the counts unpredictable, e.g. a crash-looping plugin)
-    counts: tuple | None = None
-    profile: str = "plain"  # the bed profile the fault is shown on (shapes.py); the bed switches to it first
-    layout: str = ""  # the plugin install layout it needs ("" = whichever the bed runs)
-    companion_crash: bool = False  # the layout's GPU Feature Discovery DaemonSet crash-loops
-    double_assign: bool = False  # two tenant pods; a stale kubelet device checkpoint gives tenant-b tenant-a's GPU
-    cut_access_after: float = 0  # the suite's run-long pod loses its GPU access this many seconds after it runs
-    foreign_namespaces: bool = False  # other teams' namespaces labelled like the suite's (FOREIGN_NAMESPACES)
-    spoof_plugin: bool = False  # a tenant's crash-looping pod labelled like the plugin runs on the GPU node
-    # The plugin stack the fault is shown on (shapes.STACKS): "nvidia" for NVIDIA's own plugin reacting to what the
-    # mock NVML reports; "sim" where the fault needs the simulated plugin's knobs or the bed's own labels (see
-    # on_stack); "" = the stack the bed was started with (the kubelet, the hardware, the runtime, other tenants).
-    stack: str = ""
-    nvml_events: tuple = ()  # lines for the mock NVML's event file (nvidia.add_event): `xid <gpu> <code>`, `lost <gpu>`
-
-
-    @property
-    def on_stack(self) -> str:
-        """The stack to show the fault on ("" = the bed's own). The simulated plugin's knobs, its stand-in
-        companions and labels the bed writes (GFD would put its own back) need the simulated stack."""
-        if self.stack:
-            return self.stack
-        return "sim" if (self.plugin or self.plugin_host_dir or self.companion_crash or self.labels) else ""
-
-
-ALL_NUMA1 = {str(i): 1 for i in range(c.GPUS)}
-
-FAULTS: dict[str, Fault] = {
-    "not-registered": Fault("F1", "plugin pod Running but never registers (failOnInitError=false style); "
-                            "the resource is absent from node capacity",
-                            plugin={"neverRegister": True}, kubelet_reset=True, drop_resource=True),
-    "wrong-socket-dir": Fault("F1", "the plugin DaemonSet mounts the wrong host directory as device-plugins: its "
-                              "socket is not where the kubelet looks, it never finds kubelet.sock, the pod stays "
-                              "Running and the resource disappears after the kubelet restarts",
-                              plugin_host_dir=str(c.WRONG_PLUGIN_DIR), kubelet_reset=True,
-                              drop_resource=True),
-    "shared-device": Fault("isolation", "Allocate ignores the requested IDs and injects GPU 0 into every "
-                           "container: concurrent pods share one device", plugin={"injectOnlyIndex": 0}),
-    "capacity-zero": Fault("F2", "kubelet restarted and the plugin did not re-register: capacity/allocatable 0 "
-                           "while the plugin pod is Running", plugin={"neverRegister": True}, kubelet_reset=True),
-    "gpus-busy": Fault("F7", "another workload holds every GPU on the node: GPU checks skip as busy (with "
-                       "evidence) and the run certifies nothing", hog_gpus=c.GPUS),
-    "unhealthy-device": Fault("F3", "GPU 1 reported Unhealthy (like an XID error): capacity 4, allocatable 3",
-                              plugin={"unhealthyDevices": [1]}, counts=(str(c.GPUS), str(c.GPUS - 1))),
-    "over-advertised": Fault("F4", "plugin advertises 2 phantom devices: 6 advertised, 4 physical",
-                             plugin={"extraDevices": 2}, counts=(str(c.GPUS + 2), str(c.GPUS + 2))),
-    "admission-error": Fault("F5", "Allocate fails, so the kubelet rejects GPU pods with UnexpectedAdmissionError",
-                             plugin={"allocateError": "simulated: device allocation failed (driver busy)"}),
-    "wrong-numa": Fault("F6", "every GPU reported on NUMA node 1, which this host lacks: single-numa-node "
-                        "rejects Guaranteed GPU pods with TopologyAffinityError", plugin={"numaOverride": ALL_NUMA1}),
-    "crashloop": Fault("F8", "plugin exits at start: CrashLoopBackOff with a termination message",
-                       plugin={"crashAtStart": True}, counts=()),
-    "sharing-not-applied": Fault("F10", "GFD labels say time-slicing with 4 replicas but the plugin advertises "
-                                 "1 per GPU", labels={"nvidia.com/gpu.replicas": "4",
-                                                      "nvidia.com/gpu.sharing-strategy": "time-slicing",
-                                                      "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-SHARED"}),
-    "not-injected": Fault("F12", "Allocate grants devices but injects none (stale checkpoint style): the pod "
-                          "sees no GPU", plugin={"skipInjection": True}),
-    "old-driver": Fault("F13", "host driver 470 is too old for the CUDA 12 workload",
-                        plugin={"_top": {"driverVersion": "470.82.01"}}),
-    "image-missing": Fault("F14", "the vector-add image is missing and cannot be pulled (air-gapped)",
-                           remove_image=c.IMAGES["vectoradd"]),
-    "untolerated-taint": Fault("F15", "the GPU node carries a taint the suite does not tolerate",
-                               taint="gpuconform.dev/maintenance=true:NoSchedule"),
-    "slow-allocate": Fault("latency", "Allocate sleeps 2.5 s, so pod start latency exceeds thresholds",
-                           plugin={"allocateDelayMs": 2500}),
-    "kubelet-restart": Fault("F11", "the kubelet restarts 2 s after the suite's first pod lands on the GPU node "
-                             "(start the suite within 5 min): the plugin must re-register while the suite runs",
-                             restart_kubelet_after=2),
-    "ts-shared-device": Fault("isolation", "time-slicing node (4 replicas per GPU): Allocate injects GPU 0 into "
-                              "every container, so more pods share GPU 0 than it has replicas",
-                              plugin={"injectOnlyIndex": 0}, profile="time-slicing"),
-    "mig-not-injected": Fault("F12", "MIG mixed node: Allocate grants the MIG device but injects no device node; the "
-                              "pod sees no GPU", plugin={"skipInjection": True}, profile="mig-mixed"),
-    "companion-crashloop": Fault("F8 (negative)", "Helm layout: the chart's GPU Feature Discovery DaemonSet (same "
-                                 "app.kubernetes.io/name label as the plugin) crash-loops; the plugin is healthy and "
-                                 "no check may fail", layout="helm", companion_crash=True),
-    "operator-not-ready": Fault("F16", "the GPU operator's driver validation fails on the GPU node: its validator "
-                                "pod is stuck in Init:CrashLoopBackOff",
-                                operator_failing="driver validation failed: NVIDIA kernel module not loaded"),
-    "numa-misreported": Fault("NUMA", "the GPUs sit on NUMA node 1 but the plugin reports NUMA 0 to the kubelet: "
-                              "single-numa-node admits a Guaranteed GPU pod with CPUs on NUMA 0, GPU on NUMA 1",
-                              plugin={"numaOverride": {str(i): 0 for i in range(c.GPUS)}}, hardware_numa=1),
-    "gpu-off-bus": Fault("hardware", "a GPU fell off the bus: GPU 3 is gone from the PCI tree while GPU Feature "
-                         "Discovery's labels and the plugin still say 4", off_bus=(c.GPUS - 1,)),
-    "env-exposure": Fault("isolation", "the nvidia runtime honours NVIDIA_VISIBLE_DEVICES from unprivileged "
-                          "containers: a pod with NVIDIA_VISIBLE_DEVICES=all sees every GPU, with or without a "
-                          "GPU request", runtime={"acceptEnvvarUnprivileged": True}),
-    "runtime-class-missing": Fault("F12", "the RuntimeClass nvidia is deleted: the API server rejects pods that name "
-                                   "it (403, RuntimeClass \"nvidia\" not found)", delete_runtime_class=True),
-    "runtime-handler-missing": Fault("F12", "the RuntimeClass nvidia names handler nvidia-cdi, which this node's "
-                                     "containerd lacks (the toolkit did not configure it): pods naming the class are "
-                                     "created, and their sandboxes fail ('no runtime for \"nvidia-cdi\" is "
-                                     "configured')", runtime_handler="nvidia-cdi"),
-    "double-assigned": Fault("isolation", "the kubelet's own record (PodResources List) assigns one GPU to two "
-                             "running containers: a stale device checkpoint loaded at a kubelet restart gave "
-                             f"{sharedfault.NS}/tenant-b the GPU of tenant-a", double_assign=True),
-    "access-lost": Fault("isolation", "the suite's run-long pod loses access to its GPU 3 s after it starts, as "
-                         "when a systemd daemon-reload resets the container's device cgroup rules",
-                         cut_access_after=3),
-    "foreign-namespace": Fault("cleanup", "other teams' namespaces labelled like the suite's (part-of label; one a "
-                               "renamed copy of a run's namespace with its run label and a stale heartbeat, one "
-                               "stamped ended): `make cleanup`, FORCE=1 too, must leave them alone",
-                               foreign_namespaces=True),
-    "spoofed-plugin-pod": Fault("F8 (negative)", "Helm layout, healthy plugin: a tenant's pod in its own namespace "
-                                "carries the chart's labels (no DaemonSet owner, no device-plugins mount) and "
-                                "crash-loops with a hostile termination message; it is set aside, no check may fail",
-                                layout="helm", spoof_plugin=True),
-    # NVIDIA's own plugin (v0.19.3 internal/rm/health.go checkHealth) reacting to what NVML reports:
-    "xid-unhealthy": Fault("F3", "NVIDIA's plugin: NVML reports Xid 48 (double-bit ECC error) on GPU 1; the plugin's "
-                           "health check marks it unhealthy: capacity 4, allocatable 3", stack="nvidia",
-                           nvml_events=("xid 1 48",), counts=(str(c.GPUS), str(c.GPUS - 1))),
-    "gpu-lost": Fault("F3", "NVIDIA's plugin: GPU 2 is lost (NVML returns GPU_IS_LOST); the plugin's health check, on "
-                      "that error from its event wait, marks every device unhealthy: capacity 4, allocatable 0",
-                      stack="nvidia", nvml_events=("lost 2",), counts=(str(c.GPUS), "0")),
-    "gpu-fell-off-bus": Fault("hardware", "NVIDIA's plugin: GPU 3 fell off the bus (Xid 79) and is gone from the PCI "
-                              "tree; the plugin marks it unhealthy while GFD's label still counts 4",
-                              stack="nvidia", nvml_events=("xid 3 79",), off_bus=(c.GPUS - 1,),
-                              counts=(str(c.GPUS), str(c.GPUS - 1))),
-    "topology-policy-none": Fault("topology", "kubelet topologyManagerPolicy is none instead of single-numa-node",
-                                  policy="none"),
-}
+from faulttable import (DEVICE_PLUGIN_FAULTS as FAULTS, CompanionCrash, CutAccess, DeleteRuntimeClass, DoubleAssign,
+                        ForeignNamespaces, Hardware, HogGpus, KubeletReset, NodeLabels, NodeTaint, NvidiaRuntime,
+                        NvmlEvents, OperatorFailing, RemoveImage, RestartKubeletDuringRun, RuntimeHandler, SimPlugin,
+                        SpoofPluginPod, TopologyPolicy)
 
 
 # The foreign-namespace fault's namespaces: the suite's part-of label (gpuconform/pods.py PART_OF) on namespaces
@@ -189,38 +50,37 @@ def _foreign_objects() -> list[dict]:
 def list_faults() -> int:
     print(f"{'NAME':24} {'ROW':9} {'PLUGIN':7} WHAT IT DOES")
     for name, f in FAULTS.items():
-        print(f"{name:24} {f.row:9} {f.on_stack or 'bed':7} {f.summary}")
-    print(f"\napply: make fault NAME=<name>   restore: make fault-clear   current: {c.read_state().get('fault') or 'none'}")
+        print(f"{name:24} {f.row:9} {f.stack or 'bed':7} {f.breaks}")
+    print(f"\napply: make fault NAME=<name>   restore: make fault-clear   current: {bed.read_state().get('fault') or 'none'}")
     return 0
 
 
-def _ctx() -> tuple[c.Bins, c.Kubectl, str]:
-    if not c.pid_of("kube-apiserver") or not c.pid_of("kubelet"):
-        raise c.BedError("the local cluster is not running; run `make cluster-up` first")
-    bins = c.build(quiet=True)
-    return bins, c.Kubectl(bins), c.node_ip()
+def _ctx() -> tuple[bed.Bins, bed.Kubectl, str]:
+    if not bed.pid_of("kube-apiserver") or not bed.pid_of("kubelet"):
+        raise bed.BedError("the local cluster is not running; run `make cluster-up` first")
+    bins = bed.build(quiet=True)
+    return bins, bed.Kubectl(bins), bed.node_ip()
 
 
-def _plugin_config(f: Fault | None) -> dict:
+def _plugin_config(knobs: SimPlugin) -> dict:
     cfg = shapes.plugin_config(shapes.current()[0])
-    if f and f.plugin:
-        knobs = dict(f.plugin)
-        cfg.update(knobs.pop("_top", {}))
-        if knobs:
-            cfg["faults"] = knobs
+    cfg.update(knobs.top)
+    if knobs.faults:
+        cfg["faults"] = dict(knobs.faults)
     return cfg
 
 
-def _restart_plugin(kubectl: c.Kubectl, f: Fault | None) -> None:
-    shapes.restart_plugin(kubectl, _plugin_config(f) if f and f.plugin else None,
-                          f.plugin_host_dir if f and f.plugin_host_dir else c.DEVICE_PLUGIN_DIR)
+def _restart_plugin(kubectl: bed.Kubectl, knobs: SimPlugin | None) -> None:
+    """The plugin restarted healthy (None), with the row's knobs, or with its device-plugins directory elsewhere."""
+    gpunode.restart_plugin(kubectl, _plugin_config(knobs) if knobs and (knobs.faults or knobs.top) else None,
+                           knobs.host_dir if knobs and knobs.host_dir else bed.DEVICE_PLUGIN_DIR)
 
 
-def _restart_kubelet(bins: c.Bins, kubectl: c.Kubectl, ip: str, policy: str, wipe_checkpoint: bool) -> None:
-    c.stop("kubelet")
+def _restart_kubelet(bins: bed.Bins, kubectl: bed.Kubectl, ip: str, policy: str, wipe_checkpoint: bool) -> None:
+    bed.stop("kubelet")
     if wipe_checkpoint:
-        (c.KUBELET_ROOT / "device-plugins" / "kubelet_internal_checkpoint").unlink(missing_ok=True)
-    c.start_kubelet(bins, ip, kubectl, policy)
+        (bed.KUBELET_ROOT / "device-plugins" / "kubelet_internal_checkpoint").unlink(missing_ok=True)
+    gpunode.start_kubelet(bins, ip, kubectl, policy)
 
 
 HOG_NS = "team-training"
@@ -229,11 +89,11 @@ HOG_NS = "team-training"
 def _hog_objects(gpus: int) -> list[dict]:
     return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": HOG_NS}},
             {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu-hog", "namespace": HOG_NS},
-             "spec": {"nodeSelector": {"kubernetes.io/hostname": c.NODE_NAME}, "terminationGracePeriodSeconds": 0,
+             "spec": {"nodeSelector": {"kubernetes.io/hostname": bed.NODE_NAME}, "terminationGracePeriodSeconds": 0,
                       "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                      "containers": [{"name": "train", "image": c.IMAGES["probe"], "imagePullPolicy": "IfNotPresent",
+                      "containers": [{"name": "train", "image": bed.IMAGES["probe"], "imagePullPolicy": "IfNotPresent",
                                       "command": ["sleep", "86400"],
-                                      "resources": {"limits": {c.RESOURCE: str(gpus)}}}]}}]
+                                      "resources": {"limits": {bed.RESOURCE: str(gpus)}}}]}}]
 
 
 SPOOF_NS = "tenant-spoof"
@@ -248,11 +108,11 @@ def _spoof_objects(labels: dict[str, str]) -> list[dict]:
     restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SPOOF_NS}},
             {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "my-job", "namespace": SPOOF_NS, "labels": labels},
-             "spec": {"nodeSelector": {"kubernetes.io/hostname": c.NODE_NAME}, "terminationGracePeriodSeconds": 0,
+             "spec": {"nodeSelector": {"kubernetes.io/hostname": bed.NODE_NAME}, "terminationGracePeriodSeconds": 0,
                       "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
                                           "seccompProfile": {"type": "RuntimeDefault"}},
                       "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                      "containers": [{"name": "nvidia-device-plugin-ctr", "image": c.IMAGES["probe"],
+                      "containers": [{"name": "nvidia-device-plugin-ctr", "image": bed.IMAGES["probe"],
                                       "imagePullPolicy": "IfNotPresent", "securityContext": restricted,
                                       "command": ["sh", "-c", f"printf '{SPOOF_MESSAGE}' > /dev/termination-log; exit 1"]}]}}]
 
@@ -268,13 +128,13 @@ def restart_kubelet(after: float = 0, during_run: bool = False) -> int:
     inside the run however fast the suite is, not before it starts or after it ends)."""
     bins, kubectl, ip = _ctx()
     if during_run:
-        c.wait_for(f"a suite pod ({SUITE_POD_LABEL}) on {c.NODE_NAME}", lambda: bool(kubectl(
-            "get", "pods", "-A", "-l", SUITE_POD_LABEL, "--field-selector", f"spec.nodeName={c.NODE_NAME}",
+        bed.wait_for(f"a suite pod ({SUITE_POD_LABEL}) on {bed.NODE_NAME}", lambda: bool(kubectl(
+            "get", "pods", "-A", "-l", SUITE_POD_LABEL, "--field-selector", f"spec.nodeName={bed.NODE_NAME}",
             "-o", "name").strip()), 300)
     time.sleep(after)
-    _restart_kubelet(bins, kubectl, ip, c.read_state().get("topology_policy", "single-numa-node"), wipe_checkpoint=False)
-    c.wait_plugin_registered(kubectl)
-    c.say(f"kubelet restarted (after {after:g}s) and the plugin re-registered")
+    _restart_kubelet(bins, kubectl, ip, bed.read_state().get("topology_policy", "single-numa-node"), wipe_checkpoint=False)
+    gpunode.wait_plugin_registered(kubectl)
+    bed.say(f"kubelet restarted (after {after:g}s) and the plugin re-registered")
     return 0
 
 
@@ -295,157 +155,168 @@ def cut_access(after: float) -> int:
 
     def running() -> dict | None:
         pods = kubectl.json("get", "pods", "-A", "-l", ACCESS_POD, "--field-selector",
-                            f"spec.nodeName={c.NODE_NAME},status.phase=Running").get("items", [])
+                            f"spec.nodeName={bed.NODE_NAME},status.phase=Running").get("items", [])
         return pods[0] if pods else None
 
-    c.wait_for(f"the suite's run-long pod ({ACCESS_POD}) on {c.NODE_NAME}", lambda: running() is not None, 600)
+    bed.wait_for(f"the suite's run-long pod ({ACCESS_POD}) on {bed.NODE_NAME}", lambda: running() is not None, 600)
     time.sleep(after)
     p = running()
     if p is None:
-        raise c.BedError("the suite's run-long pod ended before its access could be cut")
+        raise bed.BedError("the suite's run-long pod ended before its access could be cut")
     qos = p["status"]["qosClass"].lower()
     cid = p["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
     d = CGROUP_DEVICES / "kubepods" / ("" if qos == "guaranteed" else qos) / f"pod{p['metadata']['uid']}" / cid
-    rules = [r for r in (d / "devices.list").read_text().splitlines() if r.startswith(f"c {c.NVIDIA_MAJOR}:")]
+    rules = [r for r in (d / "devices.list").read_text().splitlines() if r.startswith(f"c {bed.NVIDIA_MAJOR}:")]
     for r in rules:
         (d / "devices.deny").write_text(r.rsplit(" ", 1)[0] + " rwm")
-    c.say(f"cut {p['metadata']['name']}'s access to its GPU(s): denied {rules} in {d}")
+    bed.say(f"cut {p['metadata']['name']}'s access to its GPU(s): denied {rules} in {d}")
     return 0
+
+
+def restore_runtime_class(kubectl: bed.Kubectl) -> None:
+    """The RuntimeClass nvidia as `cluster.py up` applies it: a bed restarted under runtime-class-missing keeps it
+    missing, one restarted under runtime-handler-missing keeps the handler containerd lacks."""
+    f = FAULTS.get(bed.read_state().get("fault") or "")
+    if f and f.step(DeleteRuntimeClass):
+        return
+    handler = f.step(RuntimeHandler) if f else None
+    kubectl.apply(gpunode.runtime_class(handler.handler if handler else bed.NVIDIA_RUNTIME))
 
 
 def clear(quiet: bool = False, target: tuple[str, str, str] | None = None) -> int:
     """Restores the healthy state in the shape the bed was started in, or in `target` (profile, layout, stack):
     the next fault's shape, so that a fault after a fault switches the bed once, not twice."""
     bins, kubectl, ip = _ctx()
-    st = c.read_state()
+    st = bed.read_state()
     prev = FAULTS.get(st.get("fault") or "")
-    if prev and prev.restart_kubelet_after:  # a restart still waiting for a run must not hit the next one
-        subprocess.run(["pkill", "-f", "cluster.py restart-kubelet"], check=False)
-    kubectl("taint", "node", c.NODE_NAME, "gpuconform.dev/maintenance-", check=False)
-    if prev and prev.remove_image:
-        c.import_images(c.build_images(bins))
-    if prev and (prev.hardware_numa is not None or prev.off_bus):
-        c.write_hardware()
-    import nvidia
 
+    def had(kind: type) -> bool:
+        return prev is not None and prev.step(kind) is not None
+
+    if had(RestartKubeletDuringRun):  # a restart still waiting for a run must not hit the next one
+        subprocess.run(["pkill", "-f", "cluster.py restart-kubelet"], check=False)
+    kubectl("taint", "node", bed.NODE_NAME, "gpuconform.dev/maintenance-", check=False)
+    if had(RemoveImage):
+        gpunode.import_images(gpunode.build_images(bins))
+    if had(Hardware):
+        gpunode.write_hardware()
     nvidia.clear_events()  # the plugin restart below forgets what it received
-    (c.GPU_SIM / "runtime.json").unlink(missing_ok=True)  # the nvidia runtime's healthy defaults
-    if prev and prev.runtime_handler:  # a RuntimeClass's handler cannot be changed: recreate it
-        kubectl("delete", "runtimeclass", c.NVIDIA_RUNTIME, "--ignore-not-found", "--wait=true")
-    kubectl.apply(c.runtime_class())  # idempotent; recreates it after runtime-class-missing
-    if prev and prev.hog_gpus:
+    (bed.GPU_SIM / "runtime.json").unlink(missing_ok=True)  # the nvidia runtime's healthy defaults
+    if had(RuntimeHandler):  # a RuntimeClass's handler cannot be changed: recreate it
+        kubectl("delete", "runtimeclass", bed.NVIDIA_RUNTIME, "--ignore-not-found", "--wait=true")
+    kubectl.apply(gpunode.runtime_class())  # idempotent; recreates it after runtime-class-missing
+    if had(HogGpus):
         kubectl("delete", "namespace", HOG_NS, "--wait=true", "--timeout=60s", check=False)
-    if prev and prev.double_assign:
-        c.say(sharedfault.clear(kubectl))
-    if prev and prev.foreign_namespaces:
+    if had(DoubleAssign):
+        bed.say(sharedfault.clear(kubectl))
+    if had(ForeignNamespaces):
         kubectl("delete", "namespace", *FOREIGN_NAMESPACES, "--ignore-not-found", "--wait=true", "--timeout=60s",
                 check=False)
-    if prev and prev.spoof_plugin:
+    if had(SpoofPluginPod):
         kubectl("delete", "namespace", SPOOF_NS, "--wait=true", "--timeout=60s", check=False)
-    if prev and prev.cut_access_after:  # a cut still waiting for a run must not hit the next one
+    if had(CutAccess):  # a cut still waiting for a run must not hit the next one
         subprocess.run(["pkill", "-f", "cluster.py cut-access"], check=False)
-    if prev and prev.operator_failing or c.validator_state(kubectl) != "ready":
-        c.deploy_operator(kubectl)
+    if had(OperatorFailing) or gpunode.validator_state(kubectl) != "ready":
+        gpunode.deploy_operator(kubectl)
     if st.get("topology_policy", "single-numa-node") != "single-numa-node":
         _restart_kubelet(bins, kubectl, ip, "single-numa-node", wipe_checkpoint=False)
-    c.write_state(fault=None, topology_policy="single-numa-node")
+    bed.write_state(fault=None, topology_policy="single-numa-node")
     base = (st.get("base_profile") or "plain", st.get("base_layout") or "helm")
     base_stack = shapes.stack_for(base[0])  # the stack the bed was started with (shapes.wanted_stack)
     if target:
         base, base_stack = target[:2], shapes.stack_for(target[0], target[2])
     if shapes.current() != base or shapes.current_stack() != base_stack:
-        shapes.switch(*base, base_stack)
+        gpunode.switch(*base, base_stack)
     else:
-        c.deploy_plugin(kubectl)  # node labels and companions of the shape
+        gpunode.deploy_plugin(kubectl)  # node labels and companions of the shape
         _restart_plugin(kubectl, None)
-        c.wait_plugin_registered(kubectl)
+        gpunode.wait_plugin_registered(kubectl)
     if not quiet:
-        c.say(f"healthy state restored (profile {base[0]}, layout {base[1]}, {base_stack} plugin)")
+        bed.say(f"healthy state restored (profile {base[0]}, layout {base[1]}, {base_stack} plugin)")
     return 0
 
 
 def apply(name: str) -> int:
     f = FAULTS.get(name)
     if f is None:
-        raise c.BedError(f"unknown fault {name!r}; `make faults` lists them: {', '.join(FAULTS)}")
-    stack = f.on_stack or None  # None: the stack the bed was started with (shapes.stack_for)
-    if c.read_state().get("fault"):
+        raise bed.BedError(f"unknown fault {name!r}; `make faults` lists them: {', '.join(FAULTS)}")
+    stack = f.stack or None  # None: the stack the bed was started with (shapes.stack_for)
+    if bed.read_state().get("fault"):
         clear(quiet=True, target=(f.profile, f.layout or shapes.current()[1], stack))
     bins, kubectl, ip = _ctx()
     profile, layout = shapes.current()
     if (f.profile, f.layout or layout, shapes.stack_for(f.profile, stack)) != (profile, layout, shapes.current_stack()):
-        shapes.switch(f.profile, f.layout or layout, stack)
-    c.write_state(fault=name)
-    if f.companion_crash:
+        gpunode.switch(f.profile, f.layout or layout, stack)
+    bed.write_state(fault=name)
+    if f.step(CompanionCrash):
         kubectl.apply(*shapes.companion_objects(shapes.current()[1], crashing=True))
-        c.wait_for("the GPU Feature Discovery pod to crash-loop", lambda: any(
+        bed.wait_for("the GPU Feature Discovery pod to crash-loop", lambda: any(
             cs.get("restartCount", 0) > 0 for p in shapes.companion_pods(kubectl, shapes.current()[1])
             for cs in p.get("status", {}).get("containerStatuses", [])), 90, "kubelet")
-    if f.spoof_plugin:
+    if f.step(SpoofPluginPod):
         kubectl.apply(*_spoof_objects(shapes.LAYOUT_OBJECTS[shapes.current()[1]].labels))
-        c.wait_for("the spoofed plugin pod to crash-loop", lambda: any(
+        bed.wait_for("the spoofed plugin pod to crash-loop", lambda: any(
             cs.get("restartCount", 0) > 0 for cs in kubectl.json("get", "pod", "-n", SPOOF_NS, "my-job").get(
                 "status", {}).get("containerStatuses", [])), 90, "kubelet")
-    if f.hardware_numa is not None or f.off_bus:
-        c.write_hardware(numa=f.hardware_numa or 0, off_bus=f.off_bus)
-    if f.nvml_events:  # the plugin's health check waits on them (NVIDIA's stack): no restart
-        import nvidia
-
+    if hw := f.step(Hardware):
+        gpunode.write_hardware(numa=hw.numa, off_bus=hw.off_bus)
+    if events := f.step(NvmlEvents):  # the plugin's health check waits on them (NVIDIA's stack): no restart
         nvidia.wait_health_check(kubectl)
         time.sleep(1)  # the log line comes before the event set has registered every GPU
-        for line in f.nvml_events:
+        for line in events.lines:
             nvidia.add_event(line)
-    if f.runtime:  # read by the runtime at each container create: no restart needed
-        (c.GPU_SIM / "runtime.json").write_text(json.dumps(f.runtime) + "\n")
-    if f.delete_runtime_class or f.runtime_handler:
-        kubectl("delete", "runtimeclass", c.NVIDIA_RUNTIME, "--ignore-not-found", "--wait=true")
-    if f.runtime_handler:
-        kubectl.apply(c.runtime_class(f.runtime_handler))
-    if f.operator_failing:
-        c.deploy_operator(kubectl, failing=f.operator_failing)
-    if f.hog_gpus:
-        kubectl.apply(*_hog_objects(f.hog_gpus))
-        c.wait_for(f"the GPU hog pod to hold {f.hog_gpus} GPUs", lambda: kubectl.json(
+    if runtime := f.step(NvidiaRuntime):  # read by the runtime at each container create: no restart needed
+        (bed.GPU_SIM / "runtime.json").write_text(json.dumps(runtime.settings) + "\n")
+    handler = f.step(RuntimeHandler)
+    if f.step(DeleteRuntimeClass) or handler:
+        kubectl("delete", "runtimeclass", bed.NVIDIA_RUNTIME, "--ignore-not-found", "--wait=true")
+    if handler:
+        kubectl.apply(gpunode.runtime_class(handler.handler))
+    if operator := f.step(OperatorFailing):
+        gpunode.deploy_operator(kubectl, failing=operator.message)
+    if hog := f.step(HogGpus):
+        kubectl.apply(*_hog_objects(hog.gpus))
+        bed.wait_for(f"the GPU hog pod to hold {hog.gpus} GPUs", lambda: kubectl.json(
             "get", "pod", "-n", HOG_NS, "gpu-hog").get("status", {}).get("phase") == "Running", 60, "kubelet")
-    if f.double_assign:
-        c.say(sharedfault.apply(bins, kubectl))
-    if f.foreign_namespaces:
+    if f.step(DoubleAssign):
+        bed.say(sharedfault.apply(bins, kubectl))
+    if f.step(ForeignNamespaces):
         kubectl.apply(*_foreign_objects())
-    if f.plugin or f.plugin_host_dir:
-        _restart_plugin(kubectl, f)
-    if f.kubelet_reset:
+    if knobs := f.step(SimPlugin):
+        _restart_plugin(kubectl, knobs)
+    if reset := f.step(KubeletReset):
         _restart_kubelet(bins, kubectl, ip, "single-numa-node", wipe_checkpoint=True)
         # The kubelet zeroes extended resources on re-registration only in some restart paths, and keeps the
         # last node status otherwise; write the state a lost registration leaves behind (0, or gone) directly.
         # No registered plugin means the kubelet never rewrites it.
-        key = next(iter(c.healthy_counts())).replace("/", "~1")
-        patch = [{"op": "remove", "path": f"/status/{k}/{key}"} if f.drop_resource else
+        key = next(iter(gpunode.healthy_counts())).replace("/", "~1")
+        patch = [{"op": "remove", "path": f"/status/{k}/{key}"} if reset.drop_resource else
                  {"op": "replace", "path": f"/status/{k}/{key}", "value": "0"} for k in ("capacity", "allocatable")]
-        kubectl("patch", "node", c.NODE_NAME, "--subresource=status", "--type=json", "-p", json.dumps(patch))
-    if f.labels:
-        kubectl("label", "node", c.NODE_NAME, "--overwrite", *(f"{k}={v}" for k, v in f.labels.items()))
-    if f.taint:
-        kubectl("taint", "node", c.NODE_NAME, f.taint, "--overwrite")
-    if f.policy:
-        c.write_state(topology_policy=f.policy)
-        _restart_kubelet(bins, kubectl, ip, f.policy, wipe_checkpoint=False)
-        c.wait_plugin_registered(kubectl)
-    if f.remove_image:
-        c.ctr("images", "rm", f.remove_image)
-    if f.restart_kubelet_after:
-        log = (c.STATE / "logs" / "kubelet-restart.log").open("a")
-        subprocess.Popen([sys.executable, str(c.HERE / "cluster.py"), "restart-kubelet", str(f.restart_kubelet_after),
+        kubectl("patch", "node", bed.NODE_NAME, "--subresource=status", "--type=json", "-p", json.dumps(patch))
+    if labels := f.step(NodeLabels):
+        kubectl("label", "node", bed.NODE_NAME, "--overwrite", *(f"{k}={v}" for k, v in labels.labels.items()))
+    if taint := f.step(NodeTaint):
+        kubectl("taint", "node", bed.NODE_NAME, taint.taint, "--overwrite")
+    if policy := f.step(TopologyPolicy):
+        bed.write_state(topology_policy=policy.policy)
+        _restart_kubelet(bins, kubectl, ip, policy.policy, wipe_checkpoint=False)
+        gpunode.wait_plugin_registered(kubectl)
+    if image := f.step(RemoveImage):
+        gpunode.ctr("images", "rm", image.image)
+    if restart := f.step(RestartKubeletDuringRun):
+        log = (bed.STATE / "logs" / "kubelet-restart.log").open("a")
+        subprocess.Popen([sys.executable, str(bed.HERE / "cluster.py"), "restart-kubelet", str(restart.after_s),
                           "--during-run"],
                          stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
-    if f.cut_access_after:
-        log = (c.STATE / "logs" / "cut-access.log").open("a")
-        subprocess.Popen([sys.executable, str(c.HERE / "cluster.py"), "cut-access", str(f.cut_access_after)],
+    if cut := f.step(CutAccess):
+        log = (bed.STATE / "logs" / "cut-access.log").open("a")
+        subprocess.Popen([sys.executable, str(bed.HERE / "cluster.py"), "cut-access", str(cut.after_s)],
                          stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
-    want = f.counts if f.counts is not None else next(iter(c.healthy_counts().values()))
-    if want and not f.kubelet_reset:
+    want = f.counts if f.counts is not None else next(iter(gpunode.healthy_counts().values()))
+    if want and not reset:
         # The kubelet publishes the plugin's new device list with its next status update: wait for it, so the
         # suite sees the fault and not the restart's transient.
-        c.wait_for(f"{c.NODE_NAME} to advertise capacity/allocatable {want[0]}/{want[1]}",
-                   lambda: c.allocatable(kubectl, c.NODE_NAME) == want, 90, "kubelet")
-    c.say(f"fault {name} ({f.row}) applied: {f.summary}")
+        bed.wait_for(f"{bed.NODE_NAME} to advertise capacity/allocatable {want[0]}/{want[1]}",
+                     lambda: gpunode.allocatable(kubectl, bed.NODE_NAME) == want, 90, "kubelet")
+    bed.say(f"fault {name} ({f.row}) applied: {f.breaks}")
     return 0

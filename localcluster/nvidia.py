@@ -19,13 +19,15 @@ import json
 import os
 from pathlib import Path
 
-import cluster as c
+import bed
+import imagebuild
+import shapes
 
 TAG = "v0.19.3"  # the newest k8s-device-plugin tag the Go module proxy serves that builds (docs/vendors.md)
 NFD_TAG = "v0.17.3"  # the node-feature-discovery chart the plugin's chart depends on at TAG (Chart.yaml)
 IMAGE = f"nvcr.io/nvidia/k8s-device-plugin:{TAG}"
 NFD_IMAGE = f"registry.k8s.io/nfd/node-feature-discovery:{NFD_TAG}"
-DRIVER_ROOT = c.GPU_SIM
+DRIVER_ROOT = bed.GPU_SIM
 LIB_DIR = DRIVER_ROOT / "usr" / "lib" / "x86_64-linux-gnu"
 NVML_LIB = LIB_DIR / "libnvidia-ml.so.1"
 NVML_CONFIG = LIB_DIR / "mocknvml.conf"  # the mock reads the file next to itself (mocknvml/README.md)
@@ -37,7 +39,7 @@ PCI_DEVICE_ID = "0x20b010de"  # A100-SXM4-40GB device 0x20b0, vendor 0x10de, as 
 def mock_config(hardware: dict) -> str:
     """The mock NVML's hardware description (mocknvml/README.md, Config format) from the bed's hardware.json, so
     NVML enumerates exactly the GPUs (UUIDs, minors, bus IDs) the device nodes, the PCI tree and the runtime have."""
-    lines = [f"# written by localcluster/nvidia.py from {c.GPU_SIM}/hardware.json",
+    lines = [f"# written by localcluster/nvidia.py from {bed.GPU_SIM}/hardware.json",
              f"driver {hardware['driverVersion']}",
              f"cuda {int(hardware['cudaVersion'].split('.')[0]) * 1000 + int(hardware['cudaVersion'].split('.')[1]) * 10}"]
     for g in hardware["gpus"]:
@@ -75,13 +77,11 @@ def clear_events() -> None:
         pass
 
 
-def images(bins: "c.Bins") -> list:
+def images(bins: bed.Bins) -> list:
     """The plugin image (both binaries, as upstream's image has them, with the C library they link) and NFD's."""
-    import imagebuild
-
     nv = bins.nvidia
     return [
-        imagebuild.Image(IMAGE, [], cmd=["nvidia-device-plugin"], labels=c.IMAGE_LABEL,
+        imagebuild.Image(IMAGE, [], cmd=["nvidia-device-plugin"], labels=bed.IMAGE_LABEL,
                          env=["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                               # upstream's deployments/container/Dockerfile
                               "NVIDIA_DISABLE_REQUIRE=true", "NVIDIA_VISIBLE_DEVICES=all",
@@ -89,7 +89,7 @@ def images(bins: "c.Bins") -> list:
                          files=[("usr/bin/nvidia-device-plugin", nv / "nvidia-device-plugin"),
                                 ("usr/bin/gpu-feature-discovery", nv / "gpu-feature-discovery")]
                          + imagebuild.shared_libs([nv / "nvidia-device-plugin"])),
-        imagebuild.Image(NFD_IMAGE, [], cmd=["nfd-master"], labels=c.IMAGE_LABEL,
+        imagebuild.Image(NFD_IMAGE, [], cmd=["nfd-master"], labels=bed.IMAGE_LABEL,
                          files=[("usr/bin/nfd-master", nv / "nfd-master")]),
     ]
 
@@ -118,10 +118,8 @@ def chart_env(layout: str, config: dict | None) -> dict[str, str]:
     return env
 
 
-def plugin_objects(layout: str, config: dict | None, host_dir: str = c.DEVICE_PLUGIN_DIR) -> list[dict]:
+def plugin_objects(layout: str, config: dict | None, host_dir: str = bed.DEVICE_PLUGIN_DIR) -> list[dict]:
     """The plugin's ConfigMap (when the profile has a config) and DaemonSet, with the layout's names and labels."""
-    import shapes
-
     lay = shapes.LAYOUT_OBJECTS[layout]
     objs = shapes.namespace_objects(layout)
     mounts = [{"name": "kubelet-device-plugins-dir", "mountPath": "/var/lib/kubelet/device-plugins"},
@@ -133,16 +131,16 @@ def plugin_objects(layout: str, config: dict | None, host_dir: str = c.DEVICE_PL
                _hp("driver-root", str(DRIVER_ROOT), "Directory"), _hp("cdi-root", "/var/run/cdi", "DirectoryOrCreate")]
     if config:
         objs.append({"apiVersion": "v1", "kind": "ConfigMap",
-                     "metadata": {"name": c.PLUGIN_CM, "namespace": lay.namespace, "labels": shapes.BED_LABEL},
+                     "metadata": {"name": bed.PLUGIN_CM, "namespace": lay.namespace, "labels": shapes.BED_LABEL},
                      "data": {"config.yaml": json.dumps(config, indent=1)}})
         mounts.append({"name": "config", "mountPath": "/config", "readOnly": True})
-        volumes.append({"name": "config", "configMap": {"name": c.PLUGIN_CM}})
+        volumes.append({"name": "config", "configMap": {"name": bed.PLUGIN_CM}})
     objs.append({
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": lay.daemonset, "namespace": lay.namespace, "labels": shapes.BED_LABEL},
         "spec": {"selector": {"matchLabels": lay.labels}, "updateStrategy": {"type": "RollingUpdate"},
                  "template": {"metadata": {"labels": lay.labels}, "spec": {
-                     "priorityClassName": "system-node-critical", "runtimeClassName": c.NVIDIA_RUNTIME,
+                     "priorityClassName": "system-node-critical", "runtimeClassName": bed.NVIDIA_RUNTIME,
                      "tolerations": TOLERATIONS, "affinity": shapes.affinity(),
                      "containers": [{
                          "name": "nvidia-device-plugin-ctr", "image": IMAGE, "imagePullPolicy": "IfNotPresent",
@@ -161,25 +159,23 @@ def gfd_objects(layout: str, config: dict | None) -> list[dict]:
     default gfd.securityContext), one DaemonSet per layout companion; it publishes NodeFeature objects (its
     default --use-node-feature-api), which NFD's master turns into node labels. Its /sys is the bed's PCI tree
     (the chart mounts the host's /sys there; GFD reads the PCI class for nvidia.com/gpu.mode)."""
-    import shapes
-
     lay = shapes.LAYOUT_OBJECTS[layout]
     env = {"MIG_STRATEGY": "single"} if layout == "operator" else {}
     mounts = [{"name": "output-dir", "mountPath": "/etc/kubernetes/node-feature-discovery/features.d"},
               {"name": "host-sys", "mountPath": "/sys"}]
     volumes = [_hp("output-dir", "/etc/kubernetes/node-feature-discovery/features.d"),
-               _hp("host-sys", str(c.GPU_SIM / "sys"))]
+               _hp("host-sys", str(bed.GPU_SIM / "sys"))]
     if config:
         env["CONFIG_FILE"] = "/config/config.yaml"
         mounts.append({"name": "config", "mountPath": "/config", "readOnly": True})
-        volumes.append({"name": "config", "configMap": {"name": c.PLUGIN_CM}})
+        volumes.append({"name": "config", "configMap": {"name": bed.PLUGIN_CM}})
     out = []
     for name, labels in lay.companions:
         out.append({
             "apiVersion": "apps/v1", "kind": "DaemonSet",
             "metadata": {"name": name, "namespace": lay.namespace, "labels": shapes.BED_LABEL},
             "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
-                "priorityClassName": "system-node-critical", "runtimeClassName": c.NVIDIA_RUNTIME,
+                "priorityClassName": "system-node-critical", "runtimeClassName": bed.NVIDIA_RUNTIME,
                 "serviceAccountName": GFD_SA, "tolerations": TOLERATIONS, "affinity": shapes.affinity(),
                 "containers": [{
                     "name": "gpu-feature-discovery-ctr", "image": IMAGE, "imagePullPolicy": "IfNotPresent",
@@ -215,10 +211,10 @@ def gfd_rbac(namespace: str) -> list[dict]:
     ]
 
 
-def apply_nfd(kubectl: "c.Kubectl") -> None:
+def apply_nfd(kubectl: bed.Kubectl) -> None:
     """NFD's CRDs (NodeFeature, NodeFeatureRule, NodeFeatureGroup; from its module at NFD_TAG, copied by build.sh)
     and its master."""
-    kubectl("apply", "-f", str(c.build(quiet=True).nvidia / "nfd-api-crds.yaml"))
+    kubectl("apply", "-f", str(bed.build(quiet=True).nvidia / "nfd-api-crds.yaml"))
     kubectl.apply(*nfd_objects())
 
 
@@ -263,16 +259,14 @@ def nfd_objects() -> list[dict]:
 NFD_LABELS_ANNOTATION = "nfd.node.kubernetes.io/feature-labels"  # NFD master: the labels it manages on the node
 
 
-def nfd_managed_labels(kubectl: "c.Kubectl", node: str = c.NODE_NAME) -> set[str]:
+def nfd_managed_labels(kubectl: bed.Kubectl, node: str = bed.NODE_NAME) -> set[str]:
     ann = kubectl.json("get", "node", node)["metadata"].get("annotations", {}).get(NFD_LABELS_ANNOTATION, "")
     return {k if "/" in k else f"feature.node.kubernetes.io/{k}" for k in ann.split(",") if k}
 
 
-def remove_gfd(kubectl: "c.Kubectl") -> None:
+def remove_gfd(kubectl: bed.Kubectl) -> None:
     """Leaving the nvidia stack: GFD's DaemonSets and NodeFeature objects go, and NFD's master removes the labels
     it applied from them (waited for, so the simulated stack's labels written next are not removed with them)."""
-    import shapes
-
     if not kubectl("get", "crd", "nodefeatures.nfd.k8s-sigs.io", "-o", "name", check=False).strip():
         return
     for lay in shapes.LAYOUT_OBJECTS.values():
@@ -281,17 +275,16 @@ def remove_gfd(kubectl: "c.Kubectl") -> None:
                        check=False).strip() == IMAGE:
                 kubectl("delete", "daemonset", "-n", lay.namespace, name, "--cascade=foreground", "--wait=true")
     kubectl("delete", "nodefeatures", "-A", "--all", "--wait=true", check=False)
-    c.wait_for("NFD's master to remove the labels GFD published", lambda: not {
+    bed.wait_for("NFD's master to remove the labels GFD published", lambda: not {
         k for k in nfd_managed_labels(kubectl) if k.startswith("nvidia.com/")}, 90, "kubelet")
 
 
 HEALTH_CHECK_STARTED = "Ignoring the following XIDs for health checks"  # internal/rm/health.go, just before EventSetCreate
 
 
-def wait_health_check(kubectl: "c.Kubectl") -> None:
+def wait_health_check(kubectl: bed.Kubectl) -> None:
     """Waits until the running plugin's health check listens: the mock delivers only events appended after an
     event set registered its GPUs (as NVML records only events after nvmlDeviceRegisterEvents)."""
-    import shapes
 
     def listening() -> bool:
         for p in shapes.plugin_pods(kubectl, shapes.current()[1]):
@@ -300,4 +293,4 @@ def wait_health_check(kubectl: "c.Kubectl") -> None:
                 return True
         return False
 
-    c.wait_for("NVIDIA's plugin to start its health check", listening, 60, "kubelet")
+    bed.wait_for("NVIDIA's plugin to start its health check", listening, 60, "kubelet")

@@ -7,7 +7,7 @@ edits the bundle's config.json on `create` only and then execs `runc` with the s
 passes through untouched. Its edits:
 
 - where this host denies negative oom_score_adj (env GPU_SIM_OOM_CLAMP=1, or the file <GPU_SIM_ROOT>/oom-clamp that
-  cluster.py runc_binary() writes), negative process.oomScoreAdj is clamped to 0, as runc-oom-clamp.sh does;
+  gpunode.py runc_binary() writes), negative process.oomScoreAdj is clamped to 0, as runc-oom-clamp.sh does;
 - devices requested by the container's own NVIDIA_VISIBLE_DEVICES are injected the way the simulated device
   plugin's Allocate injects them (images/internal/plugin/devices.go ContainerAllocate), but only where the toolkit
   would honour the variable (internal/config/image/cuda_image.go VisibleDevices): in a privileged container

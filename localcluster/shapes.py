@@ -14,6 +14,9 @@ running bed. Each imitates what upstream ships, never what the suite expects (do
   manifest or GPU operator, each with its companion DaemonSets (GPU Feature Discovery carrying the chart's
   labels; the operator's GFD), and the node labels that install has (NFD's pci-10de for Helm/static, the
   operator's nvidia.com/gpu.present).
+
+This module holds the shapes (tables, the bed's current shape, the objects of the simulated stack); gpunode.py
+applies them to the node (deploy_plugin, restart_plugin, switch) and nvidia.py builds NVIDIA's stack's objects.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import os
 import uuid
 from dataclasses import dataclass, field
 
-import cluster as c
+import bed
 
 PROFILES = ("plain", "time-slicing", "time-slicing-renamed", "mig-mixed")
 LAYOUTS = ("helm", "static", "operator")
@@ -43,7 +46,7 @@ OPERATOR_PRESENT = "nvidia.com/gpu.present"
 
 def current() -> tuple[str, str]:
     """The bed's profile and layout: the state of a running bed, else the environment, else the defaults."""
-    st = c.read_state()
+    st = bed.read_state()
     profile = st.get("profile") or os.environ.get("GPUCONFORM_BED_PROFILE") or "plain"
     layout = st.get("layout") or os.environ.get("GPUCONFORM_BED_LAYOUT") or "helm"
     check(profile, layout)
@@ -52,9 +55,9 @@ def current() -> tuple[str, str]:
 
 def wanted_stack() -> str:
     """The plugin stack asked for: the running bed's, else GPUCONFORM_BED_STACK, else nvidia."""
-    stack = c.read_state().get("base_stack") or os.environ.get("GPUCONFORM_BED_STACK") or "nvidia"
+    stack = bed.read_state().get("base_stack") or os.environ.get("GPUCONFORM_BED_STACK") or "nvidia"
     if stack not in STACKS:
-        raise c.BedError(f"unknown plugin stack {stack!r} (GPUCONFORM_BED_STACK / STACK=): one of {', '.join(STACKS)}")
+        raise bed.BedError(f"unknown plugin stack {stack!r} (GPUCONFORM_BED_STACK / STACK=): one of {', '.join(STACKS)}")
     return stack
 
 
@@ -64,20 +67,20 @@ def stack_for(profile: str, wanted: str | None = None) -> str:
 
 
 def current_stack() -> str:
-    return c.read_state().get("stack") or stack_for(current()[0])
+    return bed.read_state().get("stack") or stack_for(current()[0])
 
 
 def check(profile: str, layout: str) -> None:
     if profile not in PROFILES:
-        raise c.BedError(f"unknown bed profile {profile!r} (GPUCONFORM_BED_PROFILE / PROFILE=): one of {', '.join(PROFILES)}")
+        raise bed.BedError(f"unknown bed profile {profile!r} (GPUCONFORM_BED_PROFILE / PROFILE=): one of {', '.join(PROFILES)}")
     if layout not in LAYOUTS:
-        raise c.BedError(f"unknown bed layout {layout!r} (GPUCONFORM_BED_LAYOUT / LAYOUT=): one of {', '.join(LAYOUTS)}")
+        raise bed.BedError(f"unknown bed layout {layout!r} (GPUCONFORM_BED_LAYOUT / LAYOUT=): one of {', '.join(LAYOUTS)}")
 
 
 # ---------------------------------------------------------------- profiles
 
 
-def mig_devices(gpu_index: int, node: str = c.NODE_NAME) -> list[dict]:
+def mig_devices(gpu_index: int, node: str = bed.NODE_NAME) -> list[dict]:
     return [{"profile": p, "uuid": f"MIG-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{node}/gpu{gpu_index}/gi{gi}')}",
              "gi": gi, "ci": 0} for p, gi in MIG_PER_GPU]
 
@@ -88,16 +91,16 @@ def nvidia_config(profile: str) -> dict | None:
         return None
     return {"version": "v1", "sharing": {"timeSlicing": {
         "renameByDefault": profile == "time-slicing-renamed",
-        "resources": [{"name": c.RESOURCE, "replicas": TS_REPLICAS}]}}}
+        "resources": [{"name": bed.RESOURCE, "replicas": TS_REPLICAS}]}}}
 
 
 def plugin_config(profile: str) -> dict:
     """The simulated plugin's healthy config for a profile (NVIDIA config-file keys; no socketName: the plugin
     derives upstream's socket name per resource)."""
-    cfg: dict = {"resourceName": c.RESOURCE}
+    cfg: dict = {"resourceName": bed.RESOURCE}
     if profile in ("time-slicing", "time-slicing-renamed"):
         cfg["sharing"] = {"timeSlicing": {"renameByDefault": profile == "time-slicing-renamed",
-                                          "resources": [{"name": c.RESOURCE, "replicas": TS_REPLICAS}]}}
+                                          "resources": [{"name": bed.RESOURCE, "replicas": TS_REPLICAS}]}}
     if profile == "mig-mixed":
         cfg["flags"] = {"migStrategy": "mixed"}
     return cfg
@@ -106,21 +109,33 @@ def plugin_config(profile: str) -> dict:
 def resources(profile: str) -> dict[str, int]:
     """What the node must advertise (capacity = allocatable) in the healthy state of a profile."""
     if profile == "time-slicing":
-        return {c.RESOURCE: c.GPUS * TS_REPLICAS}
+        return {bed.RESOURCE: bed.GPUS * TS_REPLICAS}
     if profile == "time-slicing-renamed":
-        return {f"{c.RESOURCE}.shared": c.GPUS * TS_REPLICAS}
+        return {f"{bed.RESOURCE}.shared": bed.GPUS * TS_REPLICAS}
     if profile == "mig-mixed":
         out: dict[str, int] = {}
         for p, _ in MIG_PER_GPU:
-            out[f"nvidia.com/mig-{p}"] = out.get(f"nvidia.com/mig-{p}", 0) + c.GPUS
+            out[f"nvidia.com/mig-{p}"] = out.get(f"nvidia.com/mig-{p}", 0) + bed.GPUS
         return out
-    return {c.RESOURCE: c.GPUS}
+    return {bed.RESOURCE: bed.GPUS}
+
+
+def whole_gpu_labels(count: int, product: str = bed.GPU_PRODUCT) -> dict[str, str]:
+    """GPU Feature Discovery's labels for whole, unshared GPUs; gfd_labels adds those of a pool shape. No
+    nvidia.com/mig.strategy: GFD writes none under the plugin's default strategy `none` (NVIDIA/k8s-device-plugin
+    v0.19.3 internal/lm/strategy.go migStrategyLabeler)."""
+    return {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": str(count),
+            "nvidia.com/gpu.product": product.replace(" ", "-"), "nvidia.com/gpu.replicas": "1",
+            "nvidia.com/gpu.sharing-strategy": "none",
+            "nvidia.com/gpu.memory": "40960", "nvidia.com/gpu.family": "ampere",
+            "nvidia.com/cuda.driver-version.full": bed.DRIVER, "nvidia.com/cuda.runtime-version.full": bed.CUDA}
+
 
 
 def gfd_labels(profile: str, layout: str) -> dict[str, str]:
     """The labels GPU Feature Discovery (and NFD / the operator) put on the node for this shape
     (NVIDIA/k8s-device-plugin internal/lm/resource.go; docs/vendors.md)."""
-    labels = c.gfd_labels(c.GPUS)
+    labels = whole_gpu_labels(bed.GPUS)
     labels.pop(OPERATOR_PRESENT, None)
     labels[NFD_NVIDIA] = "true"
     if layout == "operator":
@@ -206,13 +221,13 @@ def namespace_objects(layout: str) -> list[dict]:
         "pod-security.kubernetes.io/enforce": "privileged"}}}]
 
 
-def plugin_objects(layout: str, config: dict, host_dir: str = c.DEVICE_PLUGIN_DIR) -> list[dict]:
+def plugin_objects(layout: str, config: dict, host_dir: str = bed.DEVICE_PLUGIN_DIR) -> list[dict]:
     """The plugin's ConfigMap and DaemonSet in the layout's namespace with its names and labels."""
     lay = LAYOUT_OBJECTS[layout]
     hp = lambda name, path: {"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}  # noqa: E731
     objs = namespace_objects(layout)
     objs += [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": c.PLUGIN_CM, "namespace": lay.namespace,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": bed.PLUGIN_CM, "namespace": lay.namespace,
                                                                "labels": BED_LABEL},
          "data": {"config.yaml": json.dumps(config, indent=1)}},
         {"apiVersion": "apps/v1", "kind": "DaemonSet",
@@ -227,17 +242,17 @@ def plugin_objects(layout: str, config: dict, host_dir: str = c.DEVICE_PLUGIN_DI
                      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                      "affinity": affinity(),
                      "containers": [{
-                         "name": "nvidia-device-plugin-ctr", "image": c.IMAGES["plugin"],
+                         "name": "nvidia-device-plugin-ctr", "image": bed.IMAGES["plugin"],
                          "imagePullPolicy": "IfNotPresent",
                          "args": ["--config=/etc/gpu-sim/config.yaml"],
                          "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
                          "securityContext": {"privileged": True},
                          "volumeMounts": [
                              {"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"},
-                             {"name": "gpu-sim", "mountPath": str(c.GPU_SIM)},
+                             {"name": "gpu-sim", "mountPath": str(bed.GPU_SIM)},
                              {"name": "config", "mountPath": "/etc/gpu-sim", "readOnly": True}]}],
-                     "volumes": [hp("device-plugin", host_dir), hp("gpu-sim", str(c.GPU_SIM)),
-                                 {"name": "config", "configMap": {"name": c.PLUGIN_CM}}],
+                     "volumes": [hp("device-plugin", host_dir), hp("gpu-sim", str(bed.GPU_SIM)),
+                                 {"name": "config", "configMap": {"name": bed.PLUGIN_CM}}],
                  }}}},
     ]
     return objs
@@ -257,29 +272,10 @@ def companion_objects(layout: str, crashing: bool = False) -> list[dict]:
                                      "seccompProfile": {"type": "RuntimeDefault"}},
                  "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                  "affinity": affinity(), "terminationGracePeriodSeconds": 1,
-                 "containers": [{"name": "gpu-feature-discovery", "image": c.IMAGES["probe"],
+                 "containers": [{"name": "gpu-feature-discovery", "image": bed.IMAGES["probe"],
                                  "imagePullPolicy": "IfNotPresent", "command": ["sh", "-c", cmd],
                                  "securityContext": restricted}]}}}}
             for name, labels in lay.companions]
-
-
-def stack_plugin_objects(layout: str, config: dict | None = None, host_dir: str = c.DEVICE_PLUGIN_DIR) -> list[dict]:
-    """The current stack's plugin objects for the current profile (`config` replaces the healthy one)."""
-    import nvidia
-
-    profile = current()[0]
-    if current_stack() == "nvidia":
-        return nvidia.plugin_objects(layout, config if config is not None else nvidia_config(profile), host_dir)
-    return plugin_objects(layout, config or plugin_config(profile), host_dir)
-
-
-def stack_companion_objects(layout: str, crashing: bool = False) -> list[dict]:
-    """NVIDIA's GFD on the nvidia stack; the stand-in companions on the simulated one."""
-    import nvidia
-
-    if current_stack() == "nvidia" and not crashing:
-        return nvidia.gfd_objects(layout, nvidia_config(current()[0]))
-    return companion_objects(layout, crashing)
 
 
 def other_layout_objects(layout: str) -> list[tuple[str, str, str]]:
@@ -289,99 +285,28 @@ def other_layout_objects(layout: str) -> list[tuple[str, str, str]]:
         if name == layout:
             continue
         out.append(("daemonset", lay.namespace, lay.daemonset))
-        out.append(("configmap", lay.namespace, c.PLUGIN_CM))
+        out.append(("configmap", lay.namespace, bed.PLUGIN_CM))
         out += [("daemonset", lay.namespace, n) for n, _ in lay.companions]
     return [o for o in out if not (o[1] == LAYOUT_OBJECTS[layout].namespace and o[2] in
-                                   (LAYOUT_OBJECTS[layout].daemonset, c.PLUGIN_CM))]
+                                   (LAYOUT_OBJECTS[layout].daemonset, bed.PLUGIN_CM))]
 
 
-# ---------------------------------------------------------------- switching a running bed
+# ---------------------------------------------------------------- the plugin's and its companions' pods
 
 
 def _owned_by(p: dict, daemonset: str) -> bool:
     return any(r.get("kind") == "DaemonSet" and r.get("name") == daemonset for r in p["metadata"].get("ownerReferences") or [])
 
 
-def plugin_pods(kubectl: c.Kubectl, layout: str) -> list[dict]:
+def plugin_pods(kubectl: bed.Kubectl, layout: str) -> list[dict]:
     """The plugin DaemonSet's pods (by owner: the Helm chart's GFD pods carry the very same labels)."""
     lay = LAYOUT_OBJECTS[layout]
     return [p for p in kubectl.json("get", "pods", "-n", lay.namespace, "-l", selector(layout))["items"]
             if not p["metadata"].get("deletionTimestamp") and _owned_by(p, lay.daemonset)]
 
 
-def companion_pods(kubectl: c.Kubectl, layout: str) -> list[dict]:
+def companion_pods(kubectl: bed.Kubectl, layout: str) -> list[dict]:
     lay = LAYOUT_OBJECTS[layout]
     names = {n for n, _ in lay.companions}
     return [p for p in kubectl.json("get", "pods", "-n", lay.namespace)["items"]
             if not p["metadata"].get("deletionTimestamp") and any(_owned_by(p, n) for n in names)]
-
-
-def restart_plugin(kubectl: c.Kubectl, config: dict | None = None, host_dir: str = c.DEVICE_PLUGIN_DIR) -> None:
-    """Applies the plugin (new config or host directory) and replaces its pod, waiting until the new one runs."""
-    layout = current()[1]
-    lay = LAYOUT_OBJECTS[layout]
-    kubectl.apply(*stack_plugin_objects(layout, config, host_dir))
-    kubectl("delete", "pod", "-n", lay.namespace, "-l", selector(layout), "--wait=true", "--grace-period=5")
-
-    def started() -> bool:
-        for p in plugin_pods(kubectl, layout):
-            for cs in p.get("status", {}).get("containerStatuses", []):
-                if cs.get("state", {}).get("running") or cs.get("restartCount", 0) > 0:
-                    return True
-        return False
-
-    c.wait_for("the plugin pod to start with its new config", started, 90, "kubelet")
-
-
-def _drop_gpu_resources(kubectl: c.Kubectl) -> None:
-    """Removes every nvidia.com/* resource from node status: what a node that never had this plugin config shows.
-    With the device checkpoint wiped and no plugin registered, the kubelet never writes them back."""
-    st = kubectl.json("get", "node", c.NODE_NAME)["status"]
-    patch = [{"op": "remove", "path": f"/status/{k}/{r.replace('/', '~1')}"}
-             for k in ("capacity", "allocatable") for r in st.get(k, {}) if r.startswith("nvidia.com/")]
-    if patch:
-        kubectl("patch", "node", c.NODE_NAME, "--subresource=status", "--type=json", "-p", json.dumps(patch))
-
-
-def switch(profile: str, layout: str, stack: str | None = None) -> int:
-    """Turns the running bed's real node into `profile` with the plugin installed as `layout`, on `stack` (default:
-    the stack the bed was started with; mig-mixed: sim)."""
-    check(profile, layout)
-    if stack is not None and stack not in STACKS:
-        raise c.BedError(f"unknown plugin stack {stack!r} (STACK=): one of {', '.join(STACKS)}")
-    if not c.pid_of("kube-apiserver") or not c.pid_of("kubelet"):
-        raise c.BedError("the local cluster is not running; run `make cluster-up` first")
-    bins = c.build(quiet=True)
-    kubectl, ip = c.Kubectl(bins), c.node_ip()
-    old_profile, old_layout = current()
-    old_stack, new_stack = current_stack(), stack_for(profile, stack)
-    for kind, ns, name in other_layout_objects(layout):
-        kubectl("delete", kind, "-n", ns, name, "--ignore-not-found", "--cascade=foreground", "--wait=true")
-    if new_stack != old_stack:  # the other stack's plugin must be gone before this one registers the resource
-        lay = LAYOUT_OBJECTS[layout]
-        for name in (lay.daemonset, *(n for n, _ in lay.companions)):
-            kubectl("delete", "daemonset", "-n", lay.namespace, name, "--ignore-not-found", "--cascade=foreground",
-                    "--wait=true")
-        c.write_state(stack=new_stack)
-    if profile != old_profile:
-        # A different resource set: stop the plugin, restart the kubelet with no device checkpoint and clear the
-        # old resources from node status, so no stale key of the previous shape is left (as on a re-imaged node).
-        lay = LAYOUT_OBJECTS[layout]
-        kubectl("delete", "daemonset", "-n", lay.namespace, lay.daemonset, "--ignore-not-found",
-                "--cascade=foreground", "--wait=true")
-        c.stop("kubelet")
-        (c.KUBELET_ROOT / "device-plugins" / "kubelet_internal_checkpoint").unlink(missing_ok=True)
-        c.write_hardware(profile=profile)
-        _drop_gpu_resources(kubectl)
-        c.write_state(profile=profile, layout=layout)
-        c.start_kubelet(bins, ip, kubectl, c.read_state().get("topology_policy", "single-numa-node"))
-    c.write_state(profile=profile, layout=layout)
-    c.write_hardware(profile=profile)
-    c.deploy_plugin(kubectl)
-    restart_plugin(kubectl)
-    c.wait_plugin_registered(kubectl)
-    c.deploy_operator(kubectl)  # the validator follows the node's GPU labels, which differ per layout
-    c.say(f"bed is now profile {profile}, layout {layout}, {new_stack} plugin (was {old_profile}, {old_layout}, "
-          f"{old_stack}): plugin {LAYOUT_OBJECTS[layout].daemonset} in {LAYOUT_OBJECTS[layout].namespace}, advertising "
-          + ", ".join(f"{r}={n}" for r, n in resources(profile).items()))
-    return 0

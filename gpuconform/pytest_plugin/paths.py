@@ -184,14 +184,20 @@ class DraPath(DevicePluginPath):
 
     def counts(self) -> None:
         """No device tainted out of service (slice or DeviceTaintRule); as many GPUs published as counted."""
-        c = self.check
+        c, driver = self.check, self.facts.driver
         exp = c.expectation(c.node_object())
-        found, ev = verdicts.dra.count_findings(c.node, self.facts.driver, c.resource_slices(), exp, c.taint_rules())
-        c.note("published devices", ev)
-        for k, v in (("expected", ev["expected"]), ("published", len(ev["GPUs published (whole or as MIG devices)"])),
-                     ("tainted_out_of_service", len(ev["tainted out of service"]))):
+        slices, rules = c.resource_slices(), c.taint_rules()
+        offer = dradevices.published(driver, slices, rules)
+        c.note("published devices", {"driver": driver, "GPUs published (whole or as MIG devices)":
+                                     dradevices.physical_gpus(driver, slices),
+                                     "tainted out of service": offer.out_named,
+                                     "informational taints (device stays in service)":
+                                     dradevices.informational(driver, slices, rules), "expected": exp.physical,
+                                     "expected from": exp.source})
+        for k, v in (("expected", exp.physical), ("published", offer.count),
+                     ("tainted_out_of_service", offer.out_of_service)):
             c.record(k, v)
-        c.hand_over(found)
+        c.hand_over(verdicts.folded(verdicts.offer_findings(c.node, exp, offer)))
 
     def pci(self, report: dict) -> None:
         """The physical GPUs the driver publishes equal the GPUs on the PCI bus (and the labels agree with it), and

@@ -4,7 +4,7 @@ should advertise (counts.Expectation), sharing- and MIG-aware."""
 from __future__ import annotations
 
 from .. import vendors
-from ..counts import Expectation, advertised, extended_resources, may_count_one_model, qty
+from ..counts import Expectation, Offered, advertised, extended_resources, may_count_one_model, qty
 from .common import Finding
 
 
@@ -47,7 +47,6 @@ def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None =
     cap_all, alloc_all = status.get("capacity", {}) or {}, status.get("allocatable", {}) or {}
     cap, alloc = advertised(node, exp.resource)
     out: list[Finding] = []
-    want = exp.advertised
 
     if exp.mig_strategy == "mixed":
         for res, n in sorted(exp.mig_profiles.items()):
@@ -82,26 +81,39 @@ def check_counts(node: dict, exp: Expectation, unhealthy_ids: list[str] | None =
             return out
     if (unregistered := registration_finding(node, exp.resource, exp)) is not None:
         return [unregistered]
-    if alloc is not None and cap > alloc:
-        ids = f": {', '.join(unhealthy_ids)}" if unhealthy_ids else " (device IDs not found in the plugin log)"
-        out.append(Finding("FAIL-F03-UNHEALTHY-DEVICES",
-                           f"{name}: {cap - alloc} of {cap} {exp.resource} devices are Unhealthy "
-                           f"(capacity={cap}, allocatable={alloc}){ids}"))
-    if want is not None:
-        shared = exp.replicas > 1
-        if cap > want:
-            maybe = (" (GPU Feature Discovery's count covers one GPU model: on a node with more than one model, "
-                     "enable the node probe so the PCI bus counts them all)" if may_count_one_model(node, exp) else "")
-            out.append(Finding("FAIL-F04-OVERADVERTISED",
-                               f"{name}: advertises {cap} {exp.resource}, the hardware supports {want} "
-                               f"({exp.physical} GPUs x {exp.replicas} replicas; {exp.source}){maybe}"))
-        elif cap < want and shared and exp.physical is not None and cap == exp.physical:
-            out.append(Finding("FAIL-F10-SHARING-MISMATCH",
-                               f"{name}: advertises {cap} {exp.resource} but labels say {exp.physical} GPUs shared "
-                               f"x {exp.replicas} replicas = {want}: the sharing config is not applied"))
-        elif cap < want:
-            out.append(Finding("FAIL-F04-UNDERADVERTISED",
-                               f"{name}: advertises {cap} {exp.resource}, expected {want} ({exp.source})"))
+    out_of_service = cap - alloc if alloc is not None and cap > alloc else 0
+    maybe = ("GPU Feature Discovery's count covers one GPU model: on a node with more than one model, enable the node "
+             "probe so the PCI bus counts them all" if may_count_one_model(node, exp) else "")
+    how = (f"of {cap} {exp.resource} devices are Unhealthy (capacity={cap}, allocatable={alloc})"
+           + ("" if unhealthy_ids else " (device IDs not found in the plugin log)"))
+    return out + offer_findings(name, exp, Offered(f"capacity {exp.resource}", cap, exp.replicas,
+                                                   exp.mig_strategy == "single", out_of_service, unhealthy_ids or [],
+                                                   how), maybe)
+
+
+def offer_findings(name: str, exp: Expectation, offer: Offered, hint: str = "") -> list[Finding]:
+    """The count check's questions of what a node offers (`offer`), on either path: no device out of service
+    (FAIL-F03-UNHEALTHY-DEVICES, naming them where known), and as many as the hardware supports, exp.physical x
+    offer.per_gpu where the labels count what the offer counts (GPUs, or MIG devices under the single strategy):
+    FAIL-F04-OVERADVERTISED (with `hint`), FAIL-F10-SHARING-MISMATCH where a shared GPU is offered once,
+    FAIL-F04-UNDERADVERTISED."""
+    out: list[Finding] = []
+    if offer.out_of_service:
+        ids = f": {', '.join(offer.out_named)}" if offer.out_named else ""
+        out.append(Finding("FAIL-F03-UNHEALTHY-DEVICES", f"{name}: {offer.out_of_service} {offer.out_how}{ids}"))
+    n, per = offer.count, offer.per_gpu
+    if n is None or exp.physical is None or (exp.mig_strategy == "single") != offer.mig_devices:
+        return out
+    want = exp.physical * per
+    times = f" x {per} replicas" if per > 1 else ""
+    if n > want:
+        out.append(Finding("FAIL-F04-OVERADVERTISED", f"{name}: {offer.what}={n}, the hardware supports {want} "
+                           f"({exp.physical} GPUs{times}; {exp.source})" + (f" ({hint})" if hint else "")))
+    elif n < want and per > 1 and n == exp.physical:
+        out.append(Finding("FAIL-F10-SHARING-MISMATCH", f"{name}: {offer.what}={n}, but labels say {exp.physical} GPUs "
+                           f"shared{times} = {want}: the sharing config is not applied"))
+    elif n < want:
+        out.append(Finding("FAIL-F04-UNDERADVERTISED", f"{name}: {offer.what}={n}, expected {want} ({exp.source})"))
     return out
 
 

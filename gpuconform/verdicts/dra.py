@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..counts import Expectation, qty
-from ..dradevices import (SAFE_LITERAL, attr, claim_results, claims_assigned, informational, newest_devices, physical_gpus, pools, published_topology,
-                          withheld)
+from ..counts import qty
+from ..dradevices import (SAFE_LITERAL, attr, claim_results, claims_assigned, newest_devices, physical_gpus, pools, published_topology)
 from .common import Finding
 from .kubelet_record import _part, assignment_findings
 
@@ -137,32 +136,6 @@ def mig_parent_findings(node: str, driver: str, parent: str, uuid: str, mig_clai
 
 def _name(obj: dict | None) -> str:
     return ((obj or {}).get("metadata") or {}).get("name") or "?"
-
-
-def count_findings(node: str, driver: str, slices: list[dict], exp: Expectation,
-                   rules: list[dict] | None = None) -> tuple[list[Finding], dict]:
-    """The count check on a DRA node: no device of the driver's is tainted out of service (NoSchedule / NoExecute,
-    in its slice or by a DeviceTaintRule of `rules`: FAIL-F03-UNHEALTHY-DEVICES, naming each with its taints), and where the node's labels or the config count its
-    GPUs (`exp.physical`, not under a MIG strategy, whose label counts MIG devices) the driver publishes that many
-    whole GPUs (FAIL-F04-OVERADVERTISED / FAIL-F04-UNDERADVERTISED). Returns (findings, evidence)."""
-    gpus = physical_gpus(driver, slices)
-    out_of_service = withheld(driver, slices, rules or ())
-    info = informational(driver, slices, rules or ())
-    ev: dict = {"driver": driver, "GPUs published (whole or as MIG devices)": gpus, "tainted out of service": out_of_service,
-                "informational taints (device stays in service)": info,
-                "expected": exp.physical if exp.mig_strategy in ("none", "") else None, "expected from": exp.source}
-    out: list[Finding] = []
-    if out_of_service:
-        named = "; ".join(f"{d} ({', '.join(t)})" for d, t in sorted(out_of_service.items()))
-        out.append(Finding("FAIL-F03-UNHEALTHY-DEVICES", f"{node}: {len(out_of_service)} device(s) of {driver} are "
-                           f"tainted out of service, so no claim gets them: {named}"))
-    want = ev["expected"]
-    if want is not None and len(gpus) != want:
-        more = len(gpus) > want
-        out.append(Finding("FAIL-F04-OVERADVERTISED" if more else "FAIL-F04-UNDERADVERTISED",
-                           f"{node}: {driver} publishes {len(gpus)} GPU(s), {'more' if more else 'fewer'} than "
-                           f"the {want} the node has ({exp.source})"))
-    return out, ev
 
 
 def tainted_allocation_findings(node: str, driver: str, claims_of: dict[str, list[dict]],

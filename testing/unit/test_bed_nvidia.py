@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "localcluster"))
-import faults  # noqa: E402
 import nvidia  # noqa: E402
 import shapes  # noqa: E402
+from faulttable import DEVICE_PLUGIN_FAULTS, NvmlEvents, SimPlugin  # noqa: E402
 
 HW = {"driverVersion": "550.54.15", "cudaVersion": "12.4",
       "gpus": [{"index": i, "minor": i, "uuid": f"GPU-{i:08d}-0000-0000-0000-000000000000", "name": "NVIDIA A100-SXM4-40GB",
@@ -76,8 +76,8 @@ def test_mig_mixed_runs_on_the_simulated_plugin_whatever_stack_is_asked_for():
 
 
 def test_faults_of_nvidias_stack_are_made_through_nvml_events():
-    nv = {n: f for n, f in faults.FAULTS.items() if f.stack == "nvidia"}
+    nv = {n: f for n, f in DEVICE_PLUGIN_FAULTS.items() if f.stack == "nvidia"}
     assert set(nv) == {"xid-unhealthy", "gpu-lost", "gpu-fell-off-bus"}
-    assert all(f.nvml_events and not f.plugin for f in nv.values())
-    assert all(f.on_stack in ("", *shapes.STACKS) for f in faults.FAULTS.values())
-    assert faults.FAULTS["shared-device"].on_stack == "sim" and faults.FAULTS["kubelet-restart"].on_stack == ""
+    assert all(f.step(NvmlEvents) and not f.step(SimPlugin) for f in nv.values())
+    assert all(f.stack in ("", *shapes.STACKS) for f in DEVICE_PLUGIN_FAULTS.values())
+    assert DEVICE_PLUGIN_FAULTS["shared-device"].stack == "sim" and DEVICE_PLUGIN_FAULTS["kubelet-restart"].stack == ""

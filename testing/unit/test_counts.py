@@ -159,7 +159,7 @@ def test_overadvertised():
     f = check_counts(n, expectation(n, cfg()))
     assert codes(f) == ["FAIL-F04-OVERADVERTISED"]
     m = f[0].message
-    assert "gpu-e" in m and "advertises 6" in m and "supports 4" in m and "4 GPUs x 1 replicas" in m
+    assert "gpu-e" in m and "capacity nvidia.com/gpu=6" in m and "supports 4" in m and "(4 GPUs; " in m
 
 
 def test_time_slicing_not_applied_is_sharing_mismatch():
@@ -167,7 +167,7 @@ def test_time_slicing_not_applied_is_sharing_mismatch():
     f = check_counts(n, expectation(n, cfg()))
     assert codes(f) == ["FAIL-F10-SHARING-MISMATCH"]
     m = f[0].message
-    assert "gpu-f" in m and "advertises 4" in m and "x 4 replicas = 16" in m
+    assert "gpu-f" in m and "capacity nvidia.com/gpu=4" in m and "x 4 replicas = 16" in m
 
 
 def test_time_slicing_applied_is_fine():
@@ -179,7 +179,7 @@ def test_underadvertised():
     n = node(name="gpu-g", labels=GFD4, capacity={"nvidia.com/gpu": "3"}, allocatable={"nvidia.com/gpu": "3"})
     f = check_counts(n, expectation(n, cfg()))
     assert codes(f) == ["FAIL-F04-UNDERADVERTISED"]
-    assert "gpu-g" in f[0].message and "advertises 3" in f[0].message and "expected 4" in f[0].message
+    assert "gpu-g" in f[0].message and "capacity nvidia.com/gpu=3" in f[0].message and "expected 4" in f[0].message
 
 
 def test_unhealthy_and_overadvertised_are_both_reported():

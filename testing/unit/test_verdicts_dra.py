@@ -318,33 +318,41 @@ def exp(physical=None, mig="none"):
                        mig_strategy=mig)
 
 
+def dra_count(slices, expect, rules=()):
+    """The count check as a DRA node's path makes it: the device plugin's verdict on what the driver offers."""
+    offer = dradevices.published(DRIVER, slices, rules)
+    return verdicts.offer_findings("n", expect, offer), offer
+
+
 def test_a_device_tainted_out_of_service_is_an_unhealthy_device_named_with_its_taint():
-    found, ev = verdicts.dra.count_findings("n", DRIVER, [tainted_slice(XID)], exp())
+    found, offer = dra_count([tainted_slice(XID)], exp())
     assert codes(found) == ["FAIL-F03-UNHEALTHY-DEVICES"]
-    assert "gpu-node-dra/gpu-1 (gpu.nvidia.com/xid=79:NoSchedule)" in found[0].message
-    assert ev["tainted out of service"] == {"gpu-node-dra/gpu-1": ["gpu.nvidia.com/xid=79:NoSchedule"]}
+    assert "n: 1 device(s) of gpu.nvidia.com are tainted out of service, so no claim gets them: gpu-node-dra/gpu-1 " \
+        "(gpu.nvidia.com/xid=79:NoSchedule)" == found[0].message
+    assert offer.out_named == ["gpu-node-dra/gpu-1 (gpu.nvidia.com/xid=79:NoSchedule)"]
     evict = dict(XID, effect="NoExecute")
-    assert codes(verdicts.dra.count_findings("n", DRIVER, [tainted_slice(evict)], exp())[0]) == [
-        "FAIL-F03-UNHEALTHY-DEVICES"]
+    assert codes(dra_count([tainted_slice(evict)], exp())[0]) == ["FAIL-F03-UNHEALTHY-DEVICES"]
 
 
 def test_an_informational_taint_keeps_the_device_in_service_and_is_shown():
     # NVIDIA's DRA driver's health taints are proposed with effect None (NVIDIA/k8s-dra-driver-gpu issue 905)
-    found, ev = verdicts.dra.count_findings("n", DRIVER, [tainted_slice(dict(XID, effect="None"))], exp(2))
-    assert found == [] and ev["informational taints (device stays in service)"] == {
+    assert dra_count([tainted_slice(dict(XID, effect="None"))], exp(2))[0] == []
+    assert dradevices.informational(DRIVER, [tainted_slice(dict(XID, effect="None"))]) == {
         "gpu-node-dra/gpu-1": ["gpu.nvidia.com/xid=79:None"]}
     assert dradevices.usable_count(DRIVER, [tainted_slice(dict(XID, effect="None"))]) == 2
 
 
-def test_published_gpus_must_match_the_labels_count_but_not_under_a_mig_strategy():
-    assert verdicts.dra.count_findings("n", DRIVER, [slice_(devices=2)], exp(2))[0] == []
-    more, _ = verdicts.dra.count_findings("n", DRIVER, [slice_(devices=3)], exp(2))
-    assert codes(more) == ["FAIL-F04-OVERADVERTISED"] and "(nvidia.com/gpu.count=2)" in more[0].message
-    assert codes(verdicts.dra.count_findings("n", DRIVER, [slice_(devices=1)], exp(2))[0]) == [
-        "FAIL-F04-UNDERADVERTISED"]
-    # GFD's count under a MIG strategy counts MIG devices; a node without the label is not compared
-    assert verdicts.dra.count_findings("n", DRIVER, [slice_(devices=3)], exp(2, mig="single"))[0] == []
-    assert verdicts.dra.count_findings("n", DRIVER, [slice_(devices=3)], exp())[0] == []
+def test_published_gpus_must_match_the_labels_count_but_not_under_the_single_mig_strategy():
+    assert dra_count([slice_(devices=2)], exp(2))[0] == []
+    more, _ = dra_count([slice_(devices=3)], exp(2))
+    assert codes(more) == ["FAIL-F04-OVERADVERTISED"] and more[0].message == (
+        "n: GPUs gpu.nvidia.com publishes=3, the hardware supports 2 (2 GPUs; nvidia.com/gpu.count=2)")
+    assert codes(dra_count([slice_(devices=1)], exp(2))[0]) == ["FAIL-F04-UNDERADVERTISED"]
+    # GFD's count under the single MIG strategy counts MIG devices; a node without the label is not compared
+    assert dra_count([slice_(devices=3)], exp(2, mig="single"))[0] == []
+    assert dra_count([slice_(devices=3)], exp())[0] == []
+    # under mixed the label counts GPUs: compared
+    assert codes(dra_count([slice_(devices=3)], exp(2, mig="mixed"))[0]) == ["FAIL-F04-OVERADVERTISED"]
 
 
 def test_mig_devices_are_not_counted_as_gpus():
@@ -360,7 +368,7 @@ def test_mig_devices_are_not_counted_as_gpus():
     static = mig_slice(whole=("GPU-a",), mig_of=("GPU-b", "GPU-b"))
     assert dradevices.physical_gpus(DRIVER, [static]) == ["GPU-a", "GPU-b"]
     assert dra_hardware([static], {"pci": pci(2)})[0] == []
-    assert verdicts.dra.count_findings("n", DRIVER, [static], exp(2))[0] == []
+    assert dra_count([static], exp(2))[0] == []
 
 
 def mig_slice(whole=("GPU-a", "GPU-b"), mig_of=()):

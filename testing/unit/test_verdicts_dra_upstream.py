@@ -100,9 +100,9 @@ def test_a_device_plugin_node_with_the_same_gpus_in_dra_slices_is_offered_twice(
 def test_a_device_taint_rule_withholds_its_device_in_the_count_check():
     s = shape("device-taint-rule")
     exp = Expectation("nvidia.com/gpu", 2, 1, "label")
-    found, ev = verdicts.dra.count_findings("node-a", D, s["resourceSlices"], exp, s["deviceTaintRules"])
+    found = verdicts.offer_findings("node-a", exp, dradevices.published(D, s["resourceSlices"], s["deviceTaintRules"]))
     assert [f.code for f in found] == ["FAIL-F03-UNHEALTHY-DEVICES"] and "DeviceTaintRule" in found[0].message
-    ok, _ = verdicts.dra.count_findings("node-a", D, s["resourceSlices"], exp, [])
+    ok = verdicts.offer_findings("node-a", exp, dradevices.published(D, s["resourceSlices"]))
     assert ok == []  # the slice alone says nothing: what the suite saw before it read the rules
 
 

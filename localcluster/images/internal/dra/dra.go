@@ -48,7 +48,7 @@ const DriverName = "gpu.nvidia.com"
 // CDIKind is the CDI vendor/class of the specs written on prepare: "<vendor>/<class>" (CDI spec 0.6).
 const CDIKind = "k8s.gpu.nvidia.com/claim"
 
-// Faults are the driver's knobs for the bed's DRA fault rows (localcluster/faults.py); all off by default.
+// Faults are the driver's knobs for the bed's DRA fault rows (localcluster/faulttable.py); all off by default.
 type Faults struct {
 	OmitLastDevice bool // publish every GPU but the last: the slice does not equal the hardware
 	ExtraDevice    bool // publish a device the hardware lacks
