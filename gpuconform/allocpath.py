@@ -44,6 +44,12 @@ class AllocationPath:
         return "plugins_registry" if self.by_claim else "device-plugins"
 
     @property
+    def free_means(self) -> str:
+        """How the free devices are counted, for a message ("" where it is the node's allocatable less requests)."""
+        return ("devices of its class that claims could be allocated now: in complete pools, not withheld by a taint, "
+                "not allocated to a claim") if self.by_claim else ""
+
+    @property
     def not_registered(self) -> str:
         """The reason code for a plugin the kubelet does not hold as registered."""
         return "FAIL-DRA-NOT-REGISTERED" if self.by_claim else "FAIL-F01-NOT-REGISTERED"

@@ -497,12 +497,14 @@ DEVICE_PLUGIN_TABLE = (
 DRA_TABLE = (
     _dra("no-register", "the driver publishes its slices but never registers with the kubelet",
          DraDriver("no-register"),
-         # the kubelet cannot call an unregistered driver: every claim's prepare fails; and it wipes the slices of a
-         # driver that is not registered (kubernetes v1.37.2 pkg/kubelet/cm/dra/manager.go, 30 s after start), so
-         # the checks that come later find no device free, as with driver-gone
+         # the kubelet cannot call an unregistered driver: every claim's prepare fails (the GPU operator's validator's
+         # too, when its pod starts again); and it wipes the slices of a driver that is not registered (kubernetes
+         # v1.37.2 pkg/kubelet/cm/dra/manager.go, 30 s after start), so the checks that come later find no device
+         # free and no topology to check, as with driver-gone
          expect=Expect({"test_plugin_socket_exists_in_device_plugins_dir": "FAIL-DRA-NOT-REGISTERED",
                         "test_kubelet_counts_the_plugin_registration": "FAIL-DRA-NOT-REGISTERED"},
-                       {PREPARE, BUSY, "FAIL-DRA-NO-SLICES", "NOTCHECKED-DRA-NO-MIG"},
+                       {PREPARE, BUSY, "FAIL-DRA-NO-SLICES", "NOTCHECKED-DRA-NO-MIG", "NOTCHECKED-OPTIONAL",
+                        "ERROR-OPERATOR-NOT-READY"},
                        select="dra")),
     _dra("omit-last-device", "the driver publishes every GPU but the last: its slice does not equal the hardware",
          DraDriver("omit-last-device", devices=-1),
@@ -516,11 +518,11 @@ DRA_TABLE = (
                        select="dra")),
     _dra("driver-gone", "the driver's DaemonSet and its slices removed (the node keeps the operator's DRA label)",
          DraDriverGone(),
-         # no driver pod, no slice, no socket: nothing to allocate from
+         # no driver pod, no slice, no socket: nothing to allocate from, no topology to check
          expect=Expect({"test_gpu_resource_is_in_node_capacity": "FAIL-DRA-NO-SLICES",
                         "test_plugin_socket_exists_in_device_plugins_dir": "FAIL-DRA-NOT-REGISTERED",
                         "test_kubelet_counts_the_plugin_registration": "FAIL-DRA-NOT-REGISTERED"},
-                       {BUSY, "FAIL-F08-PLUGIN-NOT-READY", "NOTCHECKED-DRA-NO-MIG"},
+                       {BUSY, "FAIL-F08-PLUGIN-NOT-READY", "NOTCHECKED-DRA-NO-MIG", "NOTCHECKED-OPTIONAL"},
                        select="dra")),
     _dra("numa-attribute-wrong", "the driver publishes each GPU's resource.kubernetes.io/numaNode one off the NUMA node "
          "its PCI function sits on",

@@ -39,8 +39,7 @@ def busy(node: GpuNode, free: int, need: int) -> list[Finding]:
     """SKIP-F07-BUSY when the node has fewer free devices of its GPU resource than the check needs right now."""
     if free >= need:
         return []
-    usable = (" (devices of its class that claims could be allocated now: in complete pools, not withheld by a "
-              "taint, not allocated to a claim)" if node.allocation.by_claim else "")
+    usable = f" ({node.allocation.free_means})" if node.allocation.free_means else ""
     return [Finding("SKIP-F07-BUSY", f"{node.name} has {free} free {node.resource} now{usable}, the check needs {need}")]
 
 

@@ -46,6 +46,9 @@ def published_topology_findings(node: str, driver: str, slices: list[dict], repo
     told = published_topology(driver, slices)
     ev: dict = {"published (pciBusID: numaNode, pcieRoot)": {t["pciBusID"]: (t["numaNode"], t["pcieRoot"])
                                                              for t in told}}
+    if not told:
+        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: {driver} publishes no device with a PCI bus ID "
+                        "(resource.kubernetes.io/pciBusID) for this node: no topology to check")], ev
     if not any(t["numaNode"] is not None or t["pcieRoot"] for t in told):
         return [Finding("NOTCHECKED-OPTIONAL", f"{node}: {driver} publishes neither resource.kubernetes.io/numaNode "
                         "nor resource.kubernetes.io/pcieRoot for its devices: their topology is not checked, and no "

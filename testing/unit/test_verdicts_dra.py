@@ -99,8 +99,10 @@ def test_the_topology_a_driver_publishes_must_be_the_pci_trees():
 
 
 def test_a_driver_publishing_no_topology_leaves_the_numa_check_not_made():
-    found, _ = verdicts.dra.published_topology_findings("n", DRIVER, [slice_()], bus((0, "pci0000:00")))
+    found, _ = verdicts.dra.published_topology_findings("n", DRIVER, [topo_slice((None, None))], bus((0, "pci0000:00")))
     assert codes(found) == ["NOTCHECKED-OPTIONAL"] and "neither resource.kubernetes.io/numaNode" in found[0].message
+    none, _ = verdicts.dra.published_topology_findings("n", DRIVER, [], bus((0, "pci0000:00")))
+    assert codes(none) == ["NOTCHECKED-OPTIONAL"] and "no device with a PCI bus ID" in none[0].message
     unread, _ = verdicts.dra.published_topology_findings("n", DRIVER, [topo_slice((0, None))], {"pci": {"error": "x"}})
     assert codes(unread) == ["NOTCHECKED-OPTIONAL"]
     # GPUs without NUMA affinity (numa_node -1: None in the report) leave nothing to compare
