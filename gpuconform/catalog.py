@@ -66,6 +66,9 @@ CHECKS = (
     Check("test_advertised_gpus_match_the_pci_hardware", "the GPUs on the node's PCI bus match its labels and what "
           "it advertises, and the kubelet's allocatable list agrees.",
           ai_conformance=(DRIVER_RUNTIME, DRA), dra=True),
+    Check("test_no_gpu_goes_out_of_service_during_the_run", "no device of the node goes out of service while its "
+          "checks run (read from the kubelet's own record at the end).",
+          ai_conformance=(DRIVER_RUNTIME, DRA), dra=True),
     Check("test_vector_add_succeeds_through_the_plugin", "a CUDA vector-add pod requesting one GPU runs to Test "
           "PASSED.",
           ai_conformance=(DRIVER_RUNTIME, DRA), dra=True),

@@ -316,3 +316,15 @@ def remove_cgroups(name: str) -> int:
                 except OSError:
                     pass
     return removed
+
+
+# The label every suite pod carries (gpuconform/pods.py RUN_LABEL): the bed watches for it, nothing more.
+SUITE_POD_LABEL = "gpuconform.dev/run"
+
+
+def wait_for_suite_pod(kubectl: Kubectl, node: str) -> None:
+    """Returns once a pod of a suite run is on `node`: the start of a run there, however fast the suite is (the
+    faults that land during a run count from it)."""
+    wait_for(f"a suite pod ({SUITE_POD_LABEL}) on {node}", lambda: bool(kubectl(
+        "get", "pods", "-A", "-l", SUITE_POD_LABEL, "--field-selector", f"spec.nodeName={node}", "-o",
+        "name").strip()), 600)

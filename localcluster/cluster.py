@@ -277,9 +277,14 @@ def main(argv: list[str]) -> int:
             return faults.restart_kubelet(float(argv[1]) if len(argv) >= 2 else 0, during_run=argv[2:] != [])
         if argv[:1] == ["cut-access"] and len(argv) == 2:
             return faults.cut_access(float(argv[1]))
+        if argv[:1] == ["nvml-event"] and len(argv) >= 3:
+            return faults.nvml_event_during_run(float(argv[1]), argv[2:])
+        if argv[:1] == ["dra-signal"] and len(argv) == 2:
+            return dranode.signal_driver_during_run(Kubectl(build()), float(argv[1]))
         if len(argv) != 1 or argv[0] not in cmds:
             raise BedError(f"usage: cluster.py {{{'|'.join(cmds)}|fault NAME|bed PROFILE LAYOUT|"
-                           "restart-kubelet [DELAY_S [--during-run]]|cut-access DELAY_S}}")
+                           "restart-kubelet [DELAY_S [--during-run]]|cut-access DELAY_S|nvml-event DELAY_S LINE...|"
+                           "dra-signal DELAY_S}}")
         return cmds[argv[0]]() or 0
     except BedError as e:
         print(f"localcluster: error: {e}", file=sys.stderr)

@@ -21,6 +21,9 @@ import json
 import os
 import shlex
 import ssl
+import subprocess
+import sys
+import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +34,7 @@ import gpunode
 import imagebuild
 from bed import IMAGES, LOGS, PKI, STATE, BedError, Bins, Kubectl, say, sh
 from faulttable import (DRA_FAULTS, AdminAccessPolicy, ApiObject, ControllersOff, DraDriver, DraDriverGone,
+                        SignalDriverDuringRun,
                         SchedulerGates)
 
 NODE = bed.DRA_NODE
@@ -577,6 +581,7 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
     if fault and fault not in DRA_FAULTS:
         raise BedError(f"unknown DRA fault {fault!r} (known: {', '.join(DRA_FAULTS)})")
     row = DRA_FAULTS.get(fault)
+    sh("pkill", "-f", "cluster.py dra-signal", check=False)  # a signal still waiting for a run must not hit this one
     off, gates = row and row.step(ControllersOff), row and row.step(SchedulerGates)
     driver, api = row and row.step(DraDriver), row and row.step(ApiObject)
     set_controllers(bins, off.controllers if off else ())
@@ -608,6 +613,11 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
     bed.wait_for(f"the DRA driver's slice with {want} device(s)", lambda: slice_devices(kubectl) == want, 90,
                  "kubelet-dra")
     say(f"DRA driver on {NODE} {'with fault ' + knob if knob else 'healthy'}")
+    if signal := row and row.step(SignalDriverDuringRun):
+        log = (LOGS / "dra-signal.log").open("a")
+        subprocess.Popen([sys.executable, str(bed.HERE / "cluster.py"), "dra-signal", str(signal.after_s)],
+                         stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+        say(f"DRA fault {fault}: the driver gets SIGUSR1 {signal.after_s:g}s after the suite's first pod on {NODE}")
     if api:
         set_api_fault(kubectl, api.name)
         say(f"DRA fault {api.name}: " + (
@@ -619,6 +629,17 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
         say(f"(kube-controller-manager without {', '.join(bed.read_state()['kcm_off'])})")
     if bed.read_state().get("sched_gates"):
         say(f"(kube-scheduler with --feature-gates={bed.read_state()['sched_gates']})")
+
+
+def signal_driver_during_run(kubectl: Kubectl, after: float) -> int:
+    """Sends the DRA driver SIGUSR1 `after` seconds after the suite's first pod on the DRA node (its process is the
+    host's: the bed's containers share the host's PID namespace view from here): with its knob taint-on-signal it
+    taints its last GPU out of service, a GPU failing while the suite runs (fault taint-during-run)."""
+    bed.wait_for_suite_pod(kubectl, NODE)
+    time.sleep(after)
+    sh("pkill", "-USR1", "-f", "^/usr/bin/gpu-dra-driver")
+    say(f"sent the DRA driver SIGUSR1 {after:g}s into the run")
+    return 0
 
 
 def label_node(kubectl: Kubectl) -> None:

@@ -117,8 +117,6 @@ def _spoof_objects(labels: dict[str, str]) -> list[dict]:
                                       "command": ["sh", "-c", f"printf '{SPOOF_MESSAGE}' > /dev/termination-log; exit 1"]}]}}]
 
 
-# The label every suite pod carries (gpuconform/pods.py RUN_LABEL): the bed watches for it, nothing more.
-SUITE_POD_LABEL = "gpuconform.dev/run"
 
 
 def restart_kubelet(after: float = 0, during_run: bool = False) -> int:
@@ -128,13 +126,23 @@ def restart_kubelet(after: float = 0, during_run: bool = False) -> int:
     inside the run however fast the suite is, not before it starts or after it ends)."""
     bins, kubectl, ip = _ctx()
     if during_run:
-        bed.wait_for(f"a suite pod ({SUITE_POD_LABEL}) on {bed.NODE_NAME}", lambda: bool(kubectl(
-            "get", "pods", "-A", "-l", SUITE_POD_LABEL, "--field-selector", f"spec.nodeName={bed.NODE_NAME}",
-            "-o", "name").strip()), 300)
+        bed.wait_for_suite_pod(kubectl, bed.NODE_NAME)
     time.sleep(after)
     _restart_kubelet(bins, kubectl, ip, bed.read_state().get("topology_policy", "single-numa-node"), wipe_checkpoint=False)
     gpunode.wait_plugin_registered(kubectl)
     bed.say(f"kubelet restarted (after {after:g}s) and the plugin re-registered")
+    return 0
+
+
+def nvml_event_during_run(after: float, lines: list[str]) -> int:
+    """Appends NVML event lines for NVIDIA's plugin `after` seconds after the suite's first pod on the GPU node: a
+    GPU that fails while the suite runs (fault xid-during-run)."""
+    _, kubectl, _ = _ctx()
+    bed.wait_for_suite_pod(kubectl, bed.NODE_NAME)
+    time.sleep(after)
+    for line in lines:
+        nvidia.add_event(line)
+    bed.say(f"NVML events {lines} sent {after:g}s into the run")
     return 0
 
 
@@ -216,6 +224,8 @@ def clear(quiet: bool = False, target: tuple[str, str, str] | None = None) -> in
         kubectl("delete", "namespace", SPOOF_NS, "--wait=true", "--timeout=60s", check=False)
     if had(CutAccess):  # a cut still waiting for a run must not hit the next one
         subprocess.run(["pkill", "-f", "cluster.py cut-access"], check=False)
+    if had(NvmlEvents):  # an event still waiting for a run must not hit the next one
+        subprocess.run(["pkill", "-f", "cluster.py nvml-event"], check=False)
     if had(OperatorFailing) or gpunode.validator_state(kubectl) != "ready":
         gpunode.deploy_operator(kubectl)
     if st.get("topology_policy", "single-numa-node") != "single-numa-node":
@@ -263,8 +273,13 @@ def apply(name: str) -> int:
     if events := f.step(NvmlEvents):  # the plugin's health check waits on them (NVIDIA's stack): no restart
         nvidia.wait_health_check(kubectl)
         time.sleep(1)  # the log line comes before the event set has registered every GPU
-        for line in events.lines:
-            nvidia.add_event(line)
+        if events.after_s is not None:  # during the run: the node stays healthy until then
+            log = (bed.STATE / "logs" / "nvml-event.log").open("a")
+            subprocess.Popen([sys.executable, str(bed.HERE / "cluster.py"), "nvml-event", str(events.after_s),
+                              *events.lines], stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+        else:
+            for line in events.lines:
+                nvidia.add_event(line)
     if runtime := f.step(NvidiaRuntime):  # read by the runtime at each container create: no restart needed
         (bed.GPU_SIM / "runtime.json").write_text(json.dumps(runtime.settings) + "\n")
     handler = f.step(RuntimeHandler)

@@ -160,8 +160,10 @@ class SpoofPluginPod:
 @dataclass(frozen=True)
 class NvmlEvents:
     """Lines for the mock NVML's event file (nvidia.add_event: `xid <gpu> <code>`, `lost <gpu>`), which NVIDIA's
-    plugin's health check receives."""
+    plugin's health check receives; with `after_s`, during the run: that many seconds after the suite's first pod
+    on the node (`cluster.py nvml-event DELAY_S LINE...`, started in the background)."""
     lines: tuple[str, ...]
+    after_s: float | None = None
     sim_only: ClassVar[bool] = False
 
 
@@ -173,6 +175,13 @@ class DraDriver:
     slice then lists `devices` more (or fewer) GPUs than the node has."""
     knob: str
     devices: int = 0
+
+
+@dataclass(frozen=True)
+class SignalDriverDuringRun:
+    """The DRA driver gets SIGUSR1 this many seconds after the suite's first pod on the DRA node (`cluster.py
+    dra-signal DELAY_S`, started in the background): with its knob taint-on-signal it then taints its last GPU."""
+    after_s: float
 
 
 @dataclass(frozen=True)
@@ -209,7 +218,8 @@ DEVICE_PLUGIN_STEPS = (SimPlugin, KubeletReset, NodeLabels, NodeTaint, TopologyP
                        OperatorFailing, RestartKubeletDuringRun, Hardware, NvidiaRuntime, DeleteRuntimeClass,
                        RuntimeHandler, CompanionCrash, DoubleAssign, CutAccess, ForeignNamespaces, SpoofPluginPod,
                        NvmlEvents)
-DRA_STEPS = (DraDriver, DraDriverGone, ControllersOff, SchedulerGates, AdminAccessPolicy, ApiObject)
+DRA_STEPS = (DraDriver, SignalDriverDuringRun, DraDriverGone, ControllersOff, SchedulerGates, AdminAccessPolicy,
+             ApiObject)
 S = TypeVar("S")
 
 
@@ -487,6 +497,13 @@ DEVICE_PLUGIN_TABLE = (
         NvmlEvents(("xid 3 79",)), Hardware(off_bus=(GPUS - 1,)), stack="nvidia", counts=(str(GPUS), str(GPUS - 1)),
         expect=Expect({"test_advertised_gpus_match_the_hardware": "FAIL-F03-UNHEALTHY-DEVICES",
                        "test_advertised_gpus_match_the_pci_hardware": "FAIL-F04-LABEL-HARDWARE-MISMATCH"})),
+    # issue 30: a GPU that fails while the suite runs (the node healthy when it starts) is never certified
+    _dp("xid-during-run", "F3", "NVIDIA's plugin: NVML reports Xid 48 on GPU 1 one second after the suite's first "
+        "pod lands on the node: healthy when the run starts, one device Unhealthy before it ends",
+        NvmlEvents(("xid 1 48",), after_s=1), stack="nvidia",
+        # the run-long pod is the node's first; the vector-add keeps the run going past the Xid
+        expect=Expect({"test_no_gpu_goes_out_of_service_during_the_run": "FAIL-F03-UNHEALTHY-DEVICES"},
+                      select="(out_of_service or held_through or vector_add) and gpu-node-0")),
 )
 
 
@@ -500,11 +517,11 @@ DRA_TABLE = (
          # the kubelet cannot call an unregistered driver: every claim's prepare fails (the GPU operator's validator's
          # too, when its pod starts again); and it wipes the slices of a driver that is not registered (kubernetes
          # v1.37.2 pkg/kubelet/cm/dra/manager.go, 30 s after start), so the checks that come later find no device
-         # free and no topology to check, as with driver-gone
+         # free and no topology to check, as with driver-gone, and the devices gone during the run are seen at its end
          expect=Expect({"test_plugin_socket_exists_in_device_plugins_dir": "FAIL-DRA-NOT-REGISTERED",
                         "test_kubelet_counts_the_plugin_registration": "FAIL-DRA-NOT-REGISTERED"},
                        {PREPARE, BUSY, "FAIL-DRA-NO-SLICES", "NOTCHECKED-DRA-NO-MIG", "NOTCHECKED-OPTIONAL",
-                        "ERROR-OPERATOR-NOT-READY"},
+                        "ERROR-OPERATOR-NOT-READY", "FAIL-F03-UNHEALTHY-DEVICES"},
                        select="dra")),
     _dra("omit-last-device", "the driver publishes every GPU but the last: its slice does not equal the hardware",
          DraDriver("omit-last-device", devices=-1),
@@ -532,6 +549,12 @@ DRA_TABLE = (
          expect=Expect({"test_advertised_gpus_match_the_pci_hardware": "FAIL-NUMA-MISREPORTED",
                         "test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": "FAIL-NUMA-MISREPORTED"},
                        select="(pci_hardware or numa_node) and dra")),
+    _dra("taint-during-run", "the driver, healthy when the run starts, taints its last GPU out of service (as on an "
+         "XID) one second after the suite's first pod lands on the DRA node",
+         DraDriver("taint-on-signal"), SignalDriverDuringRun(1),
+         # the run-long pod is the node's first; the vector-add keeps the run going past the taint
+         expect=Expect({"test_no_gpu_goes_out_of_service_during_the_run": "FAIL-F03-UNHEALTHY-DEVICES"},
+                       select="(out_of_service or held_through or vector_add) and dra")),
     _dra("pool-incomplete", "the driver publishes the pool's devices in one slice of a pool that says it has two",
          DraDriver("pool-incomplete"),
          # the scheduler allocates from complete pools only: no device is free for the workload checks

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from gpuconform import counts, dradevices, timing, verdicts
 from gpuconform.reasons import REASONS
 
+from .livelog import log
+
 if TYPE_CHECKING:
     from .nodecheck import NodeCheck
 
@@ -95,6 +97,34 @@ class DevicePluginPath:
         c.record("pci_gpus", len(hw_ev.get("pci GPUs", [])))
         found = hw + al + verdicts.reported_numa_findings(c.node, exp, report)
         c.hand_over(verdicts.folded([f for f in found if REASONS[f.code].outcome == "fail"] or found))
+
+    def health_through_run(self) -> None:
+        """No device goes out of service while the node's checks run: what the node offers is read when they start
+        and again once they have all ended (went_out_of_service)."""
+        c = self.check
+        before = self.offered(at_end=False)
+        c.wait_for_rest_of_node()
+        after = self.offered(at_end=True)
+        c.note("offered", {"when the node's checks started": before.__dict__, "when they had ended": after.__dict__})
+        c.record("out_of_service_at_end", after.out_of_service)
+        c.hand_over(verdicts.went_out_of_service(c.node, before, after))
+
+    def offered(self, at_end: bool) -> counts.Offered:
+        """Capacity and the devices out of service now; at the end from the kubelet's own record: its allocatable
+        list through the node probe (read at once), else the node object after one node-status period (the
+        kubelet posts a changed allocatable with its next update)."""
+        c = self.check
+        exp = c.expectation()
+        if not at_end:
+            return verdicts.node_offer(exp, c.node_object())
+        if not c.probe_off():
+            report = c.probe("health", required=False)
+            if not (report.get("allocatable") or {}).get("error") and report:
+                return verdicts.node_offer(exp, c.node_object(), report)
+        wait = verdicts.status_update_s(c.kubelet_config()) + 5.0
+        log(f"{c.node}: waiting {wait:.0f}s for the kubelet's next node status (no kubelet allocatable list)")
+        c.run.cancelled.wait(wait)
+        return verdicts.node_offer(exp, c.node_object())
 
     # ------------------------------------------------------------ topology
 
@@ -212,6 +242,12 @@ class DraPath(DevicePluginPath):
         c.record("pci_gpus", len(hw_ev.get("pci GPUs", [])))
         found = hw + [f for f in topo if REASONS[f.code].outcome == "fail"]  # the NUMA check says what is not
         c.hand_over(verdicts.folded([f for f in found if REASONS[f.code].outcome == "fail"] or found))
+
+    def offered(self, at_end: bool) -> counts.Offered:
+        """The driver's published GPUs and its devices tainted out of service now (its slices and the
+        DeviceTaintRules, as the watches hold them: a driver taints a failing device in its slice at once)."""
+        c = self.check
+        return dradevices.published(self.facts.driver, c.resource_slices(), c.taint_rules())
 
     def numa(self) -> None:
         """The kubelet's topology manager takes no hints from DRA drivers (its hint providers are the device, CPU

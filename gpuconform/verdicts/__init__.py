@@ -12,9 +12,9 @@ from .allocation import (Seen, access_findings, burst_findings, burst_size, coun
                          isolation_findings, isolation_request, unhealthy_ids_needed, vector_add_findings)
 from .common import busy, folded, not_checked, nvidia_tooling, unusable
 from .kubelet_record import (Assigned, allocatable_agrees, allocatable_findings, assignment_findings, double_assignment_findings,
-                             hardware_findings, kubelet_assigned, numa_counts, probe_report, reported_numa_findings,
+                             hardware_findings, kubelet_assigned, node_offer, numa_counts, probe_report, reported_numa_findings,
                              status_update_s, with_pci_count)
-from .counts import offer_findings
+from .counts import offer_findings, went_out_of_service
 from .pods import classify, creation_refused, injection_failure
 from .latency import allocate_delta, latency_findings, latency_properties, latency_summary
 from .registration import (capacity_findings, dra_registrations, kubelet_started, operator_findings, plugin_findings,
@@ -31,13 +31,13 @@ __all__ = [
     "registration_counts", "registration_findings", "socket_findings",
     # allocation
     "Seen", "access_findings", "burst_findings", "burst_size", "count_findings", "extra_pod_findings",
-    "isolation_findings", "isolation_request", "offer_findings", "unhealthy_ids_needed", "vector_add_findings",
+    "isolation_findings", "isolation_request", "offer_findings", "went_out_of_service", "unhealthy_ids_needed", "vector_add_findings",
     # topology
     "admission_errors_delta", "admission_findings", "alignment_from_log", "expected_policies", "kubelet_policies",
     "numa_findings", "parse_configz", "policy_findings",
     # the node probe: the kubelet's record and the PCI hardware
     "Assigned", "allocatable_agrees", "allocatable_findings", "assignment_findings", "double_assignment_findings",
-    "hardware_findings", "kubelet_assigned", "numa_counts", "probe_report", "reported_numa_findings", "status_update_s", "with_pci_count",
+    "hardware_findings", "kubelet_assigned", "node_offer", "numa_counts", "probe_report", "reported_numa_findings", "status_update_s", "with_pci_count",
     # pods: why a suite pod did not do what was asked
     "classify", "creation_refused", "injection_failure",
     # latency

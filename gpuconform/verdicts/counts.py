@@ -132,3 +132,20 @@ def stale_resources(node: dict, exp: Expectation) -> list[Finding]:
                                f"{name}: advertises {k}={v}, which the configuration does not expect "
                                f"(expected resource keys: {sorted(expected)})"))
     return out
+
+
+def went_out_of_service(name: str, before: Offered, after: Offered) -> list[Finding]:
+    """A device that went out of service while the node's checks ran (`before`: what the node offered when they
+    started; `after`: when they had all ended, read from the kubelet's own record where it could be): an Unhealthy
+    or tainted device more than at the start, or fewer devices offered at all, is FAIL-F03-UNHEALTHY-DEVICES,
+    naming the new ones where they are known. Devices out of service from the start are the count check's; a GPU
+    that fails in the last seconds of a run costs the node its certification here."""
+    new = [n for n in after.out_named if n not in before.out_named]
+    lost = (before.count or 0) - (after.count or 0)
+    if after.out_of_service <= before.out_of_service and lost <= 0:
+        return []
+    named = f": {', '.join(new)}" if new else ""
+    fewer = f"; {after.what} fell from {before.count} to {after.count}" if lost > 0 else ""
+    return [Finding("FAIL-F03-UNHEALTHY-DEVICES", f"{name}: a device went out of service while the node's checks "
+                    f"ran ({before.out_of_service} out of service when they started, {after.out_of_service} when they "
+                    f"had ended{fewer}){named}: a GPU that fails during the run is not certified")]

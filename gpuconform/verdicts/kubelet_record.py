@@ -240,6 +240,24 @@ def allocatable_agrees(exp: Expectation, node_obj: dict, report: dict) -> bool:
     return not any(f.code == "FAIL-KUBELET-RECORD-MISMATCH" for f in allocatable_findings("", exp, node_obj, report)[0])
 
 
+def node_offer(exp: Expectation, node_obj: dict, report: dict | None = None) -> Offered:
+    """What a device-plugin node offers of its GPU resources now, as went_out_of_service compares it: capacity,
+    and the devices out of service as capacity less the healthy ones: the kubelet's own allocatable list
+    (GetAllocatableResources: healthy devices only, read now) where `report` holds it, else the node object's
+    allocatable (posted with the kubelet's next node-status update)."""
+    cap_all = (node_obj.get("status") or {}).get("capacity") or {}
+    alloc_all = (node_obj.get("status") or {}).get("allocatable") or {}
+    alloc, err = _part(report or {}, "allocatable")
+    listed = None if report is None or err else _by_resource(alloc.get("devices", []))
+    cap = healthy = 0
+    for r in exp.resources:
+        cap += qty(cap_all.get(r)) or 0
+        healthy += len(_ids(listed.get(r, []))) if listed is not None else (qty(alloc_all.get(r)) or 0)
+    src = "the kubelet's allocatable list" if listed is not None else "node allocatable"
+    return Offered(f"capacity {', '.join(exp.resources)}", cap, exp.replicas, out_of_service=max(cap - healthy, 0),
+                   out_how=f"of {cap} devices are not in {src}")
+
+
 # ------------------------------------------------------------------ assignments: List
 
 def holders(report: dict) -> dict[tuple[str, str], list[str]]:
@@ -330,5 +348,5 @@ def numa_counts(report: dict) -> dict[str, int]:
                                          .items(), key=lambda kv: str(kv[0]))}
 
 
-__all__ = ["Assigned", "allocatable_findings", "assignment_findings", "double_assignment_findings", "gpu_id",
+__all__ = ["Assigned", "allocatable_findings", "node_offer", "assignment_findings", "double_assignment_findings", "gpu_id",
            "hardware_findings", "holders", "kubelet_assigned", "numa_counts", "probe_report", "reported_numa_findings"]

@@ -74,7 +74,7 @@ def test_fault_is_detected_by_its_check_with_its_reason_code(fault, tmp_path):
     bed("fault", fault)
     junit = tmp_path / "junit.xml"
     try:
-        rc, s = run_suite(tmp_path, "--junitxml", str(junit))
+        rc, s = run_suite(tmp_path, "--junitxml", str(junit), *(("-k", expect.select) if expect.select else ()))
     finally:
         bed("fault-clear")
     by_check = {r["check"]: r for r in s["results"]}

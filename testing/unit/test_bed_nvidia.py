@@ -77,7 +77,8 @@ def test_mig_mixed_runs_on_the_simulated_plugin_whatever_stack_is_asked_for():
 
 def test_faults_of_nvidias_stack_are_made_through_nvml_events():
     nv = {n: f for n, f in DEVICE_PLUGIN_FAULTS.items() if f.stack == "nvidia"}
-    assert set(nv) == {"xid-unhealthy", "gpu-lost", "gpu-fell-off-bus"}
+    assert set(nv) == {"xid-unhealthy", "gpu-lost", "gpu-fell-off-bus", "xid-during-run"}
+    assert DEVICE_PLUGIN_FAULTS["xid-during-run"].step(NvmlEvents).after_s == 1  # lands during the run
     assert all(f.step(NvmlEvents) and not f.step(SimPlugin) for f in nv.values())
     assert all(f.stack in ("", *shapes.STACKS) for f in DEVICE_PLUGIN_FAULTS.values())
     assert DEVICE_PLUGIN_FAULTS["shared-device"].stack == "sim" and DEVICE_PLUGIN_FAULTS["kubelet-restart"].stack == ""

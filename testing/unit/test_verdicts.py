@@ -372,3 +372,33 @@ def test_access_check_without_a_device_from_the_start_or_without_a_last_round():
     first = Seen.from_log("access-n1", 1, _round(1, ONE_QUADRO, 1))
     assert [x.code for x in access_findings("n1", "access-n1", first, None, 1)] == ["ERROR-TIMEOUT"]
     assert [x.code for x in access_findings("n1", "access-n1", None, None, 0)] == ["ERROR-TIMEOUT"]
+
+
+def test_a_device_that_goes_out_of_service_during_the_run_costs_the_certification():
+    from gpuconform.counts import Offered
+    from gpuconform.verdicts import went_out_of_service
+    start = Offered("capacity nvidia.com/gpu", 4, out_of_service=0)
+    assert went_out_of_service("n", start, start) == []
+    found = went_out_of_service("n", start, Offered("capacity nvidia.com/gpu", 4, out_of_service=1))
+    assert [f.code for f in found] == ["FAIL-F03-UNHEALTHY-DEVICES"]
+    assert "0 out of service when they started, 1 when they had ended" in found[0].message
+    # out of service from the start (the count check's) and still: nothing new
+    assert went_out_of_service("n", Offered("x", 4, out_of_service=1), Offered("x", 4, out_of_service=1)) == []
+    # a DRA device tainted mid-run is named; a GPU gone from capacity is a loss too
+    dra = went_out_of_service("n", Offered("GPUs d publishes", 3),
+                              Offered("GPUs d publishes", 3, out_of_service=1, out_named=["p/gpu-2 (xid=79)"]))
+    assert "p/gpu-2 (xid=79)" in dra[0].message
+    gone = went_out_of_service("n", Offered("capacity nvidia.com/gpu", 4), Offered("capacity nvidia.com/gpu", 3))
+    assert [f.code for f in gone] == ["FAIL-F03-UNHEALTHY-DEVICES"] and "fell from 4 to 3" in gone[0].message
+
+
+def test_what_a_node_offers_is_read_from_the_kubelets_list_where_the_probe_read_it():
+    from gpuconform.counts import Expectation
+    from gpuconform.verdicts import node_offer
+    exp = Expectation("nvidia.com/gpu", 4, 1, "label")
+    node = {"status": {"capacity": {"nvidia.com/gpu": "4"}, "allocatable": {"nvidia.com/gpu": "4"}}}
+    assert node_offer(exp, node).out_of_service == 0  # the node object has not caught up yet
+    listed = {"allocatable": {"devices": [{"resource": "nvidia.com/gpu", "ids": [G0, G1, "GPU-c"]}]}}
+    o = node_offer(exp, node, listed)
+    assert (o.count, o.out_of_service) == (4, 1) and "not in the kubelet's allocatable list" in o.out_how
+    assert node_offer(exp, node, {"allocatable": {"error": "no socket"}}).out_of_service == 0  # falls back

@@ -122,3 +122,13 @@ def test_dispatch_rule():
     assert next_job([("n1", 1, False, True)], [("n1", "all")], cap, 16) == 0
     assert next_job([("n1", 0, True)], [("n1", 1, False, True)], cap, 16) == 0
     assert next_job([("n1", "all")], [("n1", 1, False, True)], cap, 16) == 0
+
+
+def test_spanning_jobs_wait_for_the_rest_of_their_node_but_not_for_each_other():
+    from collections import namedtuple
+    from gpuconform.pytest_plugin.scheduler import rest_of_node_done
+    job = namedtuple("job", "node spans")
+    access, health, other = job("n1", True), job("n1", True), job("n1", False)
+    assert not rest_of_node_done(access, [access, health, other])
+    assert rest_of_node_done(access, [access, health]) and rest_of_node_done(health, [access, health])
+    assert rest_of_node_done(access, [access, job("n2", False)])  # another node's checks are not its

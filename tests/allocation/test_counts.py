@@ -22,3 +22,14 @@ def test_advertised_gpus_match_the_pci_hardware(check):
     are those the GPUs sit on. On a DRA node: the devices its GPU DRA driver publishes equal its PCI GPUs."""
     check.needs_usable_node()
     check.path.pci(check.probe("hw"))
+
+
+@pytest.mark.spans_run
+def test_no_gpu_goes_out_of_service_during_the_run(check):
+    """MUST: no device of the node goes out of service while its checks run: what the node offers is read when
+    they start and again once they have all ended, from the kubelet's own record (its allocatable list through
+    the node probe, read at once; else the node object after one node-status period, when the kubelet has posted
+    a change). A GPU that fails in the last seconds of a run costs the node its certification. On a DRA node: no
+    device of its driver is tainted out of service (slice or DeviceTaintRule) at the end that was not at the
+    start."""
+    check.path.health_through_run()

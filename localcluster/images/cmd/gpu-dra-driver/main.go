@@ -120,6 +120,9 @@ func main() {
 			node: {Slices: slices}}}); err != nil {
 			fatal("publish resources: %v", err)
 		}
+		if faults.TaintOnSignal {
+			go taintOnSignal(ctx, helper, h, faults, split, node)
+		}
 	}
 	logger.Printf("published pool %q with %d device(s) and %d counter set(s) in %d slice(s) (complete: %v); "+
 		"registration with the kubelet %v", node, len(devices), len(dra.CounterSets(h, faults)), nslices,
@@ -244,4 +247,25 @@ func writeAtomically(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// taintOnSignal publishes the pool again with the last GPU tainted out of service once SIGUSR1 arrives: a GPU that
+// fails while the driver runs (NVIDIA's driver taints on the XID it sees: device_health.go healthEventToTaint).
+func taintOnSignal(ctx context.Context, helper *kubeletplugin.Helper, h *hw.Hardware, f dra.Faults, split bool, node string) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	defer signal.Stop(sig)
+	select {
+	case <-ctx.Done():
+		return
+	case <-sig:
+	}
+	f.TaintUnhealthy = true
+	if err := helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
+		node: {Slices: dra.Slices(h, f, split)}}}); err != nil {
+		logger.Printf("publish the tainted pool: %v", err)
+		return
+	}
+	logger.Printf("SIGUSR1: the last GPU failed: published it tainted %s=%s:%s", dra.UnhealthyTaint.Key,
+		dra.UnhealthyTaint.Value, dra.UnhealthyTaint.Effect)
 }

@@ -62,6 +62,9 @@ type Faults struct {
 	// report the last GPU Unhealthy to the kubelet (DRAResourceHealth) but keep it in service (no taint)
 	ReportUnhealthy bool
 	NumaMisreported bool // publish each GPU's numaNode one off the NUMA node its PCI function sits on
+	// healthy at first; on SIGUSR1 taint the last GPU out of service (UnhealthyTaint) and publish again, as the
+	// driver does when it sees an XID while it runs (the bed's xid-during-run row sends the signal mid-run)
+	TaintOnSignal bool
 }
 
 // NVIDIA's health taint keys (kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/device_health.go
@@ -89,7 +92,8 @@ func ParseFaults(s string) (Faults, error) {
 		"no-register": &f.NoRegister, "prepare-fails": &f.PrepareFails, "wrong-device": &f.WrongDevice,
 		"double-inject": &f.DoubleInject, "pool-incomplete": &f.PoolIncomplete,
 		"taint-unhealthy": &f.TaintUnhealthy, "mig-no-counters": &f.MigNoCounters,
-		"report-unhealthy": &f.ReportUnhealthy, "numa-misreported": &f.NumaMisreported}
+		"report-unhealthy": &f.ReportUnhealthy, "numa-misreported": &f.NumaMisreported,
+		"taint-on-signal": &f.TaintOnSignal}
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {
