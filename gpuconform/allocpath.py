@@ -70,6 +70,14 @@ class AllocationPath:
         return tuple(out)
 
     @property
+    def seen_twice(self) -> tuple[str, str]:
+        """The reason code for a device one pod each of a burst sees together, and what it means here: each pod of
+        a DRA node holds its own ResourceClaim, so the driver injected one device into two claims' containers."""
+        if self.by_claim:
+            return "FAIL-DRA-DOUBLE-INJECTION", ", each with its own ResourceClaim"
+        return "FAIL-DOUBLE-ALLOCATION", ""
+
+    @property
     def record_mismatch(self) -> str:
         """The reason code for a record of a pod's devices (the kubelet's, its claims') that is not what it sees."""
         return "FAIL-DRA-WRONG-DEVICE" if self.by_claim else "FAIL-KUBELET-RECORD-MISMATCH"

@@ -130,11 +130,11 @@ def isolation_findings(node: str, zero: Seen, some: Seen, unit: str, per_device:
 
 
 def burst_findings(node: str, seen: list[Seen], per_device: int,
-                   own_claims: bool = False) -> tuple[list[Finding], dict[str, list[str]]]:
+                   twice: tuple[str, str] = ("FAIL-DOUBLE-ALLOCATION", "")) -> tuple[list[Finding], dict[str, list[str]]]:
     """Single-device pods running at once: each sees exactly one device, and no device is held by more pods than
-    it may be (1; a time-sliced GPU: its replica count). Returns the findings and device -> pods. `own_claims`
-    (AllocationPath.by_claim): each pod holds its own ResourceClaim, so a device seen twice was injected into two
-    claims' containers (FAIL-DRA-DOUBLE-INJECTION) rather than allocated twice."""
+    it may be (1; a time-sliced GPU: its replica count). Returns the findings and device -> pods. `twice`
+    (AllocationPath.seen_twice): the code for a device seen by more pods than that, and what it means there
+    (where each pod holds its own ResourceClaim, one device injected into two claims' containers)."""
     out: list[Finding] = []
     owners: dict[str, list[str]] = {}
     for s in seen:
@@ -151,10 +151,8 @@ def burst_findings(node: str, seen: list[Seen], per_device: int,
     for dev, holders in sorted(owners.items()):
         if len(holders) > per_device:
             allowed = "1 pod" if per_device == 1 else f"{per_device} pods (its time-slicing replicas)"
-            out.append(Finding("FAIL-DRA-DOUBLE-INJECTION" if own_claims else "FAIL-DOUBLE-ALLOCATION",
-                               f"{node}: device {dev} is visible in {len(holders)} pods at the same time "
-                               f"({', '.join(holders)}"
-                               + ("), each with its own ResourceClaim" if own_claims else f"); it may be held by {allowed}")))
+            out.append(Finding(twice[0], f"{node}: device {dev} is visible in {len(holders)} pods at the same time "
+                                         f"({', '.join(holders)}){twice[1] or f'; it may be held by {allowed}'}"))
     return out, owners
 
 

@@ -11,6 +11,7 @@ import pytest
 from recorded import obj, probe_log, text
 
 from gpuconform import config as gconfig
+from gpuconform.allocpath import AllocationPath
 from gpuconform.counts import Expectation
 from gpuconform.pods import probe_pod
 from gpuconform.probes import parse_nvidia_smi_l
@@ -133,10 +134,10 @@ def test_burst_whole_gpus_each_once():
 
 
 def test_burst_on_the_dra_path_names_a_device_injected_into_two_claims_containers():
-    found, _ = burst_findings("n", burst(smi((G0, [])), smi((G0, []))), 1, own_claims=True)
+    found, _ = burst_findings("n", burst(smi((G0, [])), smi((G0, []))), 1, twice=AllocationPath(driver="gpu.nvidia.com").seen_twice)
     assert [f.code for f in found] == ["FAIL-DRA-DOUBLE-INJECTION"]
     assert "burst0, burst1), each with its own ResourceClaim" in found[0].message
-    assert burst_findings("n", burst(smi((G0, [])), smi((G1, []))), 1, own_claims=True)[0] == []
+    assert burst_findings("n", burst(smi((G0, [])), smi((G1, []))), 1, twice=AllocationPath(driver="gpu.nvidia.com").seen_twice)[0] == []
 
 
 def test_burst_time_slicing_up_to_the_replica_count_per_gpu():

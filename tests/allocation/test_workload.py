@@ -122,7 +122,7 @@ def test_burst_allocates_every_free_gpu_once_and_one_more_waits(check):
     # only when the burst took every free device can one more be expected to wait
     extra = check.start(check.probe_pod("burst-extra", "burst", 1)) if n == free else None
     seen = [verdicts.Seen.from_log(name, 1, check.log_until(name)) for name in names]
-    findings, owners = verdicts.burst_findings(check.node, seen, exp.per_device, own_claims=check.facts.by_claim)
+    findings, owners = verdicts.burst_findings(check.node, seen, exp.per_device, twice=check.facts.seen_twice)
     check.note("device owners", {"resource": check.resource, "per device": exp.per_device, "owners": owners})
     check.hand_over(findings)
     state = check.wait_running(extra, allow=("SKIP-F07-BUSY",))[extra] if extra else None
