@@ -7,11 +7,11 @@ export KUBECONFIG := $(CURDIR)/.localcluster/kubeconfig
 SUITE_ARGS := --gpuconform-config localcluster/gpuconform.yaml
 APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static openssl iproute2 chromium
 
-.PHONY: gfd-labels soak gotest bench bench-scale lint help deps cluster-up cluster-down cluster-status faults fault fault-clear bed test unit demo suite cleanup
+.PHONY: gfd-labels soak gotest bench bench-scale lint help deps cluster-up cluster-down cluster-status faults fault fault-clear bed test unit demo suite cleanup wheel wheel-try
 
 help:
 	@echo "make demo | test | cluster-up | cluster-down | cluster-status | bed PROFILE=... LAYOUT=... [STACK=...] | faults | fault NAME=... | fault-clear | cleanup [FORCE=1]"
-	@echo "make bench | bench-scale [N=1000] | soak [N=10] | gfd-labels [GFD_TAG=v0.19.3]"
+	@echo "make bench | bench-scale [N=1000] | soak [N=10] | gfd-labels [GFD_TAG=v0.19.3] | wheel | wheel-try"
 
 deps: $(VENV)/.installed
 	@for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -80,6 +80,23 @@ suite:
 	mkdir -p reports
 	$(PYTEST) tests $(SUITE_ARGS) --html reports/report.html --self-contained-html \
 	  --junitxml reports/junit.xml --gpuconform-summary reports/summary.json
+
+# The suite as a package: dist/gpuconform-<version>-py3-none-any.whl and its sdist (`python -m build`: the sdist,
+# then the wheel from it, so nothing outside the package's sources gets in). The checks are gpuconform.checks in it
+# (built from tests/), the plugin registers through its pytest11 entry point (docs/install.md).
+wheel: $(VENV)/.installed
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+
+# A new user's try of the wheel against the bed: a fresh virtualenv outside the checkout, `pip install` of the wheel
+# (its dependencies from the index), and one run of the installed checks from a directory that holds only the config.
+WHEEL_TRY := $(or $(TMPDIR),/tmp)/gpuconform-wheel-try
+wheel-try: wheel
+	rm -rf $(WHEEL_TRY) && python3 -m venv $(WHEEL_TRY)/venv && mkdir $(WHEEL_TRY)/run
+	$(WHEEL_TRY)/venv/bin/pip install -q dist/gpuconform-*.whl
+	cp localcluster/gpuconform.yaml $(WHEEL_TRY)/run/gpuconform.yaml
+	cd $(WHEEL_TRY)/run && $(WHEEL_TRY)/venv/bin/pytest --pyargs gpuconform.checks --gpuconform-config gpuconform.yaml \
+	  -p no:cacheprovider
 
 # The demo bed has a DRA node (gpu-node-dra: localcluster/dranode.py) beside the device-plugin node: one
 # zero-config run certifies both. `make test`'s end-to-end modules bring it up only where they need it.

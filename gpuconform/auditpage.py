@@ -37,6 +37,9 @@ STYLE = """<style>
 .gc-legend{caption-side:bottom;text-align:left;font-size:11px;color:#555;padding-top:4px}
 .gc-note{font:12px sans-serif;color:#666;font-style:italic}
 .gc-config{font:11px monospace;background:#f8f8f8;padding:6px;border:1px solid #ddd}
+.gc-check{min-width:4.5em;max-width:8em;white-space:normal;font-weight:normal}
+.gc-verdict{font:bold 15px sans-serif;padding:6px 10px;margin:6px 0;border:1px solid #ccc}
+.gc-paths{font:12px sans-serif;margin:2px 0}
 </style>"""
 
 
@@ -88,7 +91,9 @@ def worst(outcomes: Iterable[str]) -> str:
 ALL_POOL = "all"  # the one pool when the summary names none
 _CLUSTER = "cluster"  # the matrix row of results that belong to no node
 _TITLE_MAX = 400  # characters of a message kept in a cell's title; the full text is in the test's row below
-_SHORT_MAX = 24  # characters of a check name kept in a column header
+# Words of a check's name written as an auditor reads them (check_title)
+_WORDS = {"gpu": "GPU", "gpus": "GPUs", "cpu": "CPU", "cpus": "CPUs", "pci": "PCI", "numa": "NUMA", "mig": "MIG",
+          "cuda": "CUDA", "dra": "DRA"}
 
 
 def _natural(name: str) -> list:
@@ -124,14 +129,13 @@ def _pool_of(pools: dict[str, str] | None) -> Any:
     return lambda node: str(pools.get(node) or "unknown")
 
 
-def _short(check: str) -> str:
-    name = check.removeprefix("test_")
-    return name if len(name) <= _SHORT_MAX else name[:_SHORT_MAX - 1] + "\u2026"
-
-
-def _breakable(text: str) -> str:
-    """Escaped text that may wrap after an underscore (narrow column headers)."""
-    return "_<wbr/>".join(_e(part) for part in text.split("_"))
+def check_title(check: str) -> str:
+    """A check's test function name as words, whole: test_pods_see_exactly_the_gpus_they_request -> "Pods see
+    exactly the GPUs they request" (the matrix's column headers; the function's name is their title)."""
+    words = [_WORDS.get(w, w) for w in check.removeprefix("test_").split("_") if w]
+    if not words:
+        return check
+    return " ".join([words[0][:1].upper() + words[0][1:], *words[1:]])
 
 
 def _title(text: str) -> str:
@@ -214,9 +218,11 @@ def matrix_html(results: list[dict], nodes: list[str], pools: dict[str, str] | N
         rows.append(f'<tr class="gc-group"><th class="gc-node">{_e(label)}{pool_line}</th>{tds}</tr>'
                     f'<tr class="gc-group-names"><td colspan="{ncol}"><details><summary>{_e(label)}: names'
                     f'</summary><p class="gc-names">{_e(", ".join(names))}</p></details></td></tr>')
-    head = "".join(f'<th title="{_e(c)}">{_breakable(_short(c))}</th>' for c in checks)
-    legend = "; ".join(f"<code>{_e(_short(c))}</code> {_e(c)}" for c in checks)
-    return (f'<table id="gc-matrix" class="gc-table"><caption class="gc-legend">columns: {legend}</caption>'
+    head = "".join(f'<th class="gc-check" title="{_e(c)}">{_e(check_title(c))}</th>' for c in checks)
+    legend = "".join(f"<li>{_e(check_title(c))}: <code>{_e(c)}</code></li>" for c in checks)
+    return (f'<table id="gc-matrix" class="gc-table"><caption class="gc-legend">A column per check, a cell per node: '
+            "the worst outcome of the check there and its reason codes (hover a cell for the message). "
+            f"<details><summary>the checks' test functions</summary><ul>{legend}</ul></details></caption>"
             f"<thead><tr><th>node</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
@@ -572,7 +578,9 @@ def yamlish(obj: Any, indent: int = 0) -> list[str]:
 
 
 def environment_html(fingerprint: dict, config: dict) -> str:
-    """<section id="gc-environment">: fingerprint table (#gc-fingerprint) and the config as YAML (#gc-config).
+    """<section id="gc-environment">: the cluster's fingerprint table (#gc-fingerprint), a place for the test
+    runner's own environment table (#gc-runner: the report moves pytest-html's there), and last the config as YAML
+    (#gc-config).
 
     The caller passes an already redacted config (gpuconform/redaction.py).
     """
@@ -580,5 +588,26 @@ def environment_html(fingerprint: dict, config: dict) -> str:
     table = (f'<table id="gc-fingerprint" class="gc-table"><tbody>{rows}</tbody></table>' if rows
              else _note("no environment fingerprint"))
     text = "\n".join(yamlish(config))
-    return (f'<section id="gc-environment">{table}<pre id="gc-config" class="gc-config">{_e(text)}</pre>'
+    return (f'<section id="gc-environment"><h3>Environment</h3>{table}<div id="gc-runner"></div>'
+            f'<h3>Effective config (secrets redacted)</h3><pre id="gc-config" class="gc-config">{_e(text)}</pre>'
             "</section>")
+
+
+def verdict_html(summary: dict, meaning: str) -> str:
+    """<p id="gc-verdict">: the run's verdict in one line, for the top of the report: PASS only when the run exited
+    0 (every check passed and the coverage gate holds), with its GPU nodes certified and the exit status's
+    `meaning`; and <p class="gc-paths">: the GPU nodes by allocation path (device plugin, DRA)."""
+    status = summary.get("exit_status")
+    nodes, certified = summary.get("gpu_nodes"), summary.get("certified_nodes")
+    cov = summary.get("coverage") or {}
+    word = "PASS" if status == 0 else "FAIL"
+    text = f"Verdict: {word}"
+    if nodes is not None and certified is not None:
+        text += (f": {len(certified)} of {len(nodes)} GPU node{'s' if len(nodes) != 1 else ''} certified"
+                 + (f" (coverage gate {cov['gate']})" if cov.get("gate") is not None else ""))
+    text += f"; exit status {status}: {meaning}"
+    out = f'<p id="gc-verdict" class="gc-verdict gc-{"passed" if word == "PASS" else "failed"}">{_e(text)}</p>'
+    paths = (summary.get("environment") or {}).get("allocation paths (GPU nodes)")
+    if paths:
+        out += f'<p class="gc-paths">GPU nodes by allocation path (device plugin, DRA driver): {_e(paths)}</p>'
+    return out

@@ -148,9 +148,10 @@ def busybox_files(busybox: Path) -> list[Entry]:
 
 SUITE_DIR = "opt/gpuconform"
 SUITE_USER = "65532:65532"
-# What the suite needs at run time (the same list manifests/Dockerfile copies, minus README.md, which only
-# `pip install .` needs); the job wrapper comes from manifests/.
-SUITE_SOURCES = ("pyproject.toml", "conftest.py", "gpuconform", "fixtures", "tests")
+# What the suite needs at run time, as a checkout on PYTHONPATH (manifests/Dockerfile installs the same sources
+# as a wheel instead: gpuconform/ with its fixtures, and tests/ as gpuconform.checks; conftest.py loads the entry
+# module, pyproject.toml's testpaths name tests/); the job wrapper comes from manifests/.
+SUITE_SOURCES = ("pyproject.toml", "conftest.py", "gpuconform", "tests")
 STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "site-packages", "dist-packages"}
 PASSWD = b"root:x:0:0:root:/root:/sbin/nologin\ngpuconform:x:65532:65532:gpuconform:/tmp:/sbin/nologin\n"
 GROUP = b"root:x:0:\ngpuconform:x:65532:\n"

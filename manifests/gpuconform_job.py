@@ -4,7 +4,8 @@
 Installed in the suite image as /usr/local/bin/gpuconform-job (manifests/Dockerfile, localcluster/imagebuild.py)
 and used as the command of manifests/suite-job.yaml. What it does:
 
-1. runs `python3 -m pytest -p no:cacheprovider` in /opt/gpuconform (testpaths = tests) with the report options
+1. runs `python3 -m pytest -p no:cacheprovider` in /opt/gpuconform (its pytest.ini names the installed checks,
+   gpuconform.checks; in the local bed's image, pyproject.toml names tests/) with the report options
    (report.html, junit.xml, summary.json in $GPUCONFORM_REPORT_DIR, default /reports) plus the arguments it is
    given (e.g. `-m "not node_probe"`, `--gpuconform-set thresholds.startP99=8s`); SIGTERM/SIGINT are passed on,
    so the suite deletes what it created before the pod goes;

@@ -89,8 +89,7 @@ def child(pytester: pytest.Pytester):
     pytester.makeconftest(CHILD_CONFTEST)
     run_id = f"live-{secrets.token_hex(3)}"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KUBECONFIG": str(KUBECONFIG)}
-    argv = [sys.executable, "-m", "pytest", "-p", "gpuconform.pytest_plugin.plugin", "-p", "fixtures.check",
-            "-p", "no:cacheprovider",
+    argv = [sys.executable, "-m", "pytest", "-p", "gpuconform.pytest_plugin.plugin", "-p", "no:cacheprovider",
             "--gpuconform-config", str(CONFIG), "--gpuconform-run-id", run_id,
             "--gpuconform-summary", "summary.json"]
     yield pytester.path, run_id, env, argv

@@ -55,7 +55,7 @@ def child(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     pytester.makepyfile(test_nodes="def test_per_node(check):\n    pass\n")
 
     def runpytest(*args: str) -> tuple[pytest.RunResult, dict]:
-        res = pytester.runpytest_subprocess("-p", "gpuconform.pytest_plugin.plugin", "-p", "fixtures.check", "-p", "no:cacheprovider",
+        res = pytester.runpytest_subprocess("-p", "gpuconform.pytest_plugin.plugin", "-p", "no:cacheprovider",
                                             "--gpuconform-summary", "out.json", *args, timeout=60)
         data = json.loads((pytester.path / "out.json").read_text())
         jsonschema.validate(data, SCHEMA)

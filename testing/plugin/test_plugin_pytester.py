@@ -14,6 +14,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from gpuconform.pytest_plugin import html_report
+
 # Declared here, not in testing/plugin/conftest.py: pytest refuses `pytest_plugins` in a non-root conftest when
 # it is found during collection (e.g. `pytest testing`), while a test module may load a plugin.
 pytest_plugins = ["pytester"]
@@ -212,5 +214,5 @@ def test_html_report_carries_audit_sections_without_a_cluster(pytester: pytest.P
     pytester.makepyfile(test_verdicts=VERDICTS)
     child("--html", "r.html", "--self-contained-html", "--gpuconform-summary", "out.json")
     html = (pytester.path / "r.html").read_text()
-    for marker in ('id="gc-audit"', 'id="gc-matrix"', "gpuconform: GPU device-plugin conformance audit report"):
+    for marker in ('id="gc-audit"', 'id="gc-verdict"', 'id="gc-matrix"', html_report.TITLE):
         assert marker in html, marker

@@ -109,8 +109,9 @@ def test_matrix_one_row_per_node_one_column_per_check():
     table = ET.fromstring(out)  # the fragment is well-formed
     assert table.get("id") == "gc-matrix"
     head = table.find("thead/tr")
-    assert [_text(th) for th in head] == ["node", "allocatable_matches_har\u2026", "gpu_pod_start_latency_i\u2026",
-                                          "plugin_daemonset_ready", "kubelet_socket_present"]
+    # each check in words, whole (not cut to a few characters); its test function's name on hover and in the legend
+    assert [_text(th) for th in head] == ["node", "Allocatable matches hardware", "GPU pod start latency is under "
+                                          "thresholds", "Plugin daemonset ready", "Kubelet socket present"]
     assert [th.get("title") for th in head[1:]] == [
         "test_allocatable_matches_hardware", LATENCY_CHECK, "test_plugin_daemonset_ready",
         "test_kubelet_socket_present"]
@@ -504,12 +505,44 @@ def test_redact_custom_words():
     assert redact({"session": "x", "token": "y"}, secret_keys=("session",)) == {"session": "<redacted>", "token": "y"}
 
 
+def test_check_titles_are_the_whole_name_in_words():
+    assert [auditpage.check_title(c) for c in catalog.NAMES[:2]] == [
+        "Plugin pod is ready and not crash looping", "GPU resource is in node capacity"]
+    assert auditpage.check_title("test_a_mig_device_and_its_parent_gpu_are_never_both_allocated") == \
+        "A MIG device and its parent GPU are never both allocated"
+    assert auditpage.check_title("test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node") == \
+        "Guaranteed GPU pod gets CPUs and GPU on one NUMA node"
+    assert all(len(auditpage.check_title(c)) > 20 for c in catalog.NAMES)  # no name cut short
+    assert auditpage.check_title("test_") == "test_"
+
+
+@pytest.mark.parametrize("status, word, meaning", [(0, "PASS", "every check passed"), (1, "FAIL", "a check failed"),
+                                                   (6, "FAIL", "nothing certified")])
+def test_verdict_line_leads_with_pass_or_fail_and_names_both_allocation_paths(status, word, meaning):
+    summary = {"exit_status": status, "gpu_nodes": ["a", "b"], "certified_nodes": ["a"] if status else ["a", "b"],
+               "coverage": {"certified_fraction": 0.5, "gate": 1.0},
+               "environment": {"allocation paths (GPU nodes)": "device-plugin 1 (certified here), dra 1 <x>"}}
+    out = auditpage.verdict_html(summary, meaning)
+    root = ET.fromstring(f"<div>{out}</div>")
+    verdict = root.find("p[@id='gc-verdict']")
+    assert _text(verdict).startswith(f"Verdict: {word}: {1 if status else 2} of 2 GPU nodes certified (coverage gate "
+                                     f"1.0); exit status {status}: {meaning}")
+    assert "gc-passed" in verdict.get("class") if word == "PASS" else "gc-failed" in verdict.get("class")
+    assert _text(root.find("p[@class='gc-paths']")).endswith("device-plugin 1 (certified here), dra 1 <x>")
+    assert "dra 1 &lt;x&gt;" in out  # escaped once
+    assert auditpage.verdict_html({"exit_status": 7}, "pre-flight failed") == (
+        '<p id="gc-verdict" class="gc-verdict gc-failed">Verdict: FAIL; exit status 7: pre-flight failed</p>')
+
+
 def test_environment_html():
     fp = {"server_version": "v1.34.4", "plugin_image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
           "gpu_count": 16, "driver": None, "note": "<script>x</script>"}
     out = environment_html(fp, redact(CONFIG))
     root = ET.fromstring(out)
     assert root.get("id") == "gc-environment"
+    # the fingerprint, the place the report moves pytest-html's own table to, and the config dump last
+    assert [c.tag + (f"#{c.get('id')}" if c.get("id") else "") for c in root] == [
+        "h3", "table#gc-fingerprint", "div#gc-runner", "h3", "pre#gc-config"]
     cells = {tr[0].text: tr[1].text for tr in root.find("table[@id='gc-fingerprint']/tbody")}
     assert cells["driver"] == "n/a" and cells["gpu_count"] == "16" and cells["note"] == "<script>x</script>"
     assert "<script>" not in out

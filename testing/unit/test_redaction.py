@@ -109,3 +109,34 @@ def test_a_report_is_scrubbed_in_its_traceback_sections_and_properties():
     text = str(r.longrepr) + str(r.sections) + str(r.user_properties)
     assert JWT not in text and GHP not in text and "\x1b" not in text
     assert ("expected", 4) in r.user_properties
+
+
+def test_a_coded_skip_reads_as_pytest_skip_does_without_a_python_class():
+    class Report:
+        longrepr = ("/runner/work/tests/topology/test_topology.py", 8,
+                    "gpuconform.pytest_plugin.handover.Skip: [NOTCHECKED-DRA-PATH] gpu-node-dra: not on DRA")
+        sections: list = []
+        user_properties: list = []
+
+    r = Report()
+    scrub.scrub_report(r)
+    assert r.longrepr[2] == "Skipped: [NOTCHECKED-DRA-PATH] gpu-node-dra: not on DRA"
+    r.longrepr = ("f.py", 1, "Skipped: [SKIP-F07-BUSY] x")
+    scrub.scrub_report(r)
+    assert r.longrepr[2] == "Skipped: [SKIP-F07-BUSY] x"
+
+
+def test_the_html_environment_table_is_escaped_once_for_pytest_html_s_markup():
+    from gpuconform.pytest_plugin import html_report
+
+    class Report:
+        title = ""
+        data = {"environment": {"CI_JOB_TOKEN": "<redacted>", "Plugins": {"a&b": "1 < 2"}}}
+
+        def set_data(self, key, value):
+            self.data[key] = value
+
+    r = Report()
+    html_report.pytest_html_report_title(r)
+    assert r.title == html_report.TITLE
+    assert r.data["environment"] == {"CI_JOB_TOKEN": "&lt;redacted&gt;", "Plugins": {"a&amp;b": "1 &lt; 2"}}

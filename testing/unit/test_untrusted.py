@@ -119,4 +119,6 @@ def test_html_summary_values_are_escaped():
     html_report.pytest_html_results_summary(prefix, [], [], session)
     run_line = next(p for p in prefix if 'class="gc-run"' in p)
     assert "<script>" not in run_line and "<img" not in run_line and "<b>1</b>" not in run_line
-    assert "&lt;script&gt;" in run_line and "&lt;i&gt;0.5&lt;/i&gt;" in run_line
+    assert "&lt;i&gt;0.5&lt;/i&gt;" in run_line
+    verdict = next(p for p in prefix if 'id="gc-verdict"' in p)  # the exit status leads the record
+    assert "<script>" not in verdict and "&lt;script&gt;" in verdict and "&lt;i&gt;0.5&lt;/i&gt;" in verdict

@@ -1,0 +1,1 @@
+"""The allocation checks (gpuconform.checks.allocation when installed)."""

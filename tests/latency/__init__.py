@@ -1,0 +1,1 @@
+"""The latency checks (gpuconform.checks.latency when installed)."""

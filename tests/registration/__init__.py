@@ -1,0 +1,1 @@
+"""The registration checks (gpuconform.checks.registration when installed)."""

@@ -1,0 +1,1 @@
+"""The topology checks (gpuconform.checks.topology when installed)."""
