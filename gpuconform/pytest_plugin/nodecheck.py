@@ -371,10 +371,22 @@ class NodeCheck:
         text = self.log(name)
         report, problems = verdicts.probe_report(text)
         self.note("node probe report", report or text[-2000:])
+        if report and not (report.get("pci") or {}).get("error"):
+            self.run.pci_seen[self.node] = report["pci"]
         if not required:
             return report or {}
         hand_over(problems)
         return report  # type: ignore[return-value]
+
+    def pci_report(self, tag: str) -> dict:
+        """A node probe report holding the node's PCI tree: the one a check of this run already read (the hardware
+        does not change within a run: one probe pod fewer), else a new probe's (`tag`)."""
+        hand_over(self.probe_off())
+        seen = self.run.pci_seen.get(self.node)
+        if seen is not None:
+            self.note("PCI tree", "as the node probe of an earlier check of this run read it")
+            return {"pci": seen}
+        return self.probe(tag)
 
     def probe_off(self) -> list[verdicts.Finding]:
         """Not checked when the node probe may not run: nodeProbe.enabled is off, or images.nodeProbe is not set

@@ -259,7 +259,7 @@ class DraPath(DevicePluginPath):
         if not any(t["numaNode"] is not None or t["pcieRoot"] for t in dradevices.published_topology(driver, slices)):
             found, ev = verdicts.dra.published_topology_findings(c.node, driver, slices, {})
         else:
-            found, ev = verdicts.dra.published_topology_findings(c.node, driver, slices, c.probe("numa"))
+            found, ev = verdicts.dra.published_topology_findings(c.node, driver, slices, c.pci_report("numa"))
         c.note("published topology", ev)
         c.hand_over(found)
 
