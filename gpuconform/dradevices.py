@@ -69,6 +69,11 @@ def numa_node(device: dict) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+def publishes_topology(told: list[dict]) -> bool:
+    """Whether any device of `told` (published_topology) says where it sits: a numaNode or a pcieRoot."""
+    return any(t["numaNode"] is not None or t["pcieRoot"] for t in told)
+
+
 def published_topology(driver: str, slices: list[dict]) -> list[dict]:
     """Where `driver` says each of its devices sits: {"device": pool/name, "pciBusID", "numaNode", "pcieRoot"}
     (the standard attributes; None where it publishes one not), for the devices that publish a PCI bus ID."""

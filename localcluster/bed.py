@@ -322,9 +322,9 @@ def remove_cgroups(name: str) -> int:
 SUITE_POD_LABEL = "gpuconform.dev/run"
 
 
-def wait_for_suite_pod(kubectl: Kubectl, node: str) -> None:
+def wait_for_suite_pod(kubectl: Kubectl, node: str, timeout: float = 600) -> None:
     """Returns once a pod of a suite run is on `node`: the start of a run there, however fast the suite is (the
     faults that land during a run count from it)."""
     wait_for(f"a suite pod ({SUITE_POD_LABEL}) on {node}", lambda: bool(kubectl(
         "get", "pods", "-A", "-l", SUITE_POD_LABEL, "--field-selector", f"spec.nodeName={node}", "-o",
-        "name").strip()), 600)
+        "name").strip()), timeout)

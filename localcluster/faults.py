@@ -126,7 +126,7 @@ def restart_kubelet(after: float = 0, during_run: bool = False) -> int:
     inside the run however fast the suite is, not before it starts or after it ends)."""
     bins, kubectl, ip = _ctx()
     if during_run:
-        bed.wait_for_suite_pod(kubectl, bed.NODE_NAME)
+        bed.wait_for_suite_pod(kubectl, bed.NODE_NAME, 300)
     time.sleep(after)
     _restart_kubelet(bins, kubectl, ip, bed.read_state().get("topology_policy", "single-numa-node"), wipe_checkpoint=False)
     gpunode.wait_plugin_registered(kubectl)

@@ -256,10 +256,10 @@ class DraPath(DevicePluginPath):
         numaNode or pcieRoot): what the driver publishes there must be where the PCI tree has its devices."""
         c, driver = self.check, self.facts.driver
         slices = c.resource_slices()
-        if not any(t["numaNode"] is not None or t["pcieRoot"] for t in dradevices.published_topology(driver, slices)):
-            found, ev = verdicts.dra.published_topology_findings(c.node, driver, slices, {})
-        else:
-            found, ev = verdicts.dra.published_topology_findings(c.node, driver, slices, c.pci_report("numa"))
+        # the PCI tree is read only where the driver publishes something to compare it with
+        told = dradevices.publishes_topology(dradevices.published_topology(driver, slices))
+        found, ev = verdicts.dra.published_topology_findings(c.node, driver, slices,
+                                                             c.pci_report("numa") if told else {})
         c.note("published topology", ev)
         c.hand_over(found)
 

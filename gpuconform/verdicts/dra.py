@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import Counter
 
 from ..counts import qty
-from ..dradevices import (SAFE_LITERAL, attr, claim_results, claims_assigned, newest_devices, physical_gpus, pools, published_topology)
+from ..dradevices import (SAFE_LITERAL, attr, claim_results, claims_assigned, newest_devices, physical_gpus, pools,
+                          published_topology, publishes_topology)
 from .common import Finding
 from .kubelet_record import _part, assignment_findings
 
@@ -49,7 +50,7 @@ def published_topology_findings(node: str, driver: str, slices: list[dict], repo
     if not told:
         return [Finding("NOTCHECKED-OPTIONAL", f"{node}: {driver} publishes no device with a PCI bus ID "
                         "(resource.kubernetes.io/pciBusID) for this node: no topology to check")], ev
-    if not any(t["numaNode"] is not None or t["pcieRoot"] for t in told):
+    if not publishes_topology(told):
         return [Finding("NOTCHECKED-OPTIONAL", f"{node}: {driver} publishes neither resource.kubernetes.io/numaNode "
                         "nor resource.kubernetes.io/pcieRoot for its devices: their topology is not checked, and no "
                         "claim can ask for devices on one NUMA node or PCIe root")], ev

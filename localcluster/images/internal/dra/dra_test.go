@@ -54,11 +54,19 @@ func TestDevicesFollowNVIDIA(t *testing.T) {
 	}
 }
 
-func TestPCIeRootIsReadFromTheSysfsTree(t *testing.T) {
+// sysfsTree makes a sysfs tree under a temporary root with the GPU at bdf under root complex pci0000:00 and
+// bus/pci/devices/<bdf> linking to it, as the kernel lays it out; numa, when not "", is its numa_node.
+func sysfsTree(t *testing.T, bdf, numa string) string {
+	t.Helper()
 	sys := t.TempDir()
-	bdf := "0000:07:00.0"
-	if err := os.MkdirAll(filepath.Join(sys, "devices", "pci0000:00", bdf), 0o755); err != nil {
+	dir := filepath.Join(sys, "devices", "pci0000:00", bdf)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if numa != "" {
+		if err := os.WriteFile(filepath.Join(dir, "numa_node"), []byte(numa+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(sys, "bus", "pci", "devices"), 0o755); err != nil {
 		t.Fatal(err)
@@ -66,6 +74,11 @@ func TestPCIeRootIsReadFromTheSysfsTree(t *testing.T) {
 	if err := os.Symlink("../../../devices/pci0000:00/"+bdf, filepath.Join(sys, "bus", "pci", "devices", bdf)); err != nil {
 		t.Fatal(err)
 	}
+	return sys
+}
+
+func TestPCIeRootIsReadFromTheSysfsTree(t *testing.T) {
+	sys := sysfsTree(t, "0000:07:00.0", "")
 	SysfsRoot = sys
 	defer func() { SysfsRoot = "" }()
 	devs := Devices(hardware(), Faults{})
@@ -81,24 +94,12 @@ func TestPCIeRootIsReadFromTheSysfsTree(t *testing.T) {
 }
 
 func TestNUMANodeIsReadFromTheSysfsTreeAndMisreportedOnlyByTheFault(t *testing.T) {
-	sys := t.TempDir()
-	bdf := "0000:07:00.0"
-	dir := filepath.Join(sys, "devices", "pci0000:00", bdf)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "numa_node"), []byte("1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(sys, "bus", "pci", "devices"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("../../../devices/pci0000:00/"+bdf, filepath.Join(sys, "bus", "pci", "devices", bdf)); err != nil {
-		t.Fatal(err)
-	}
+	sys := sysfsTree(t, "0000:07:00.0", "1")
 	SysfsRoot = sys
 	defer func() { SysfsRoot = "" }()
-	numa := func(f Faults) *int64 { return Devices(hardware(), f)[0].Attributes["resource.kubernetes.io/numaNode"].IntValue }
+	numa := func(f Faults) *int64 {
+		return Devices(hardware(), f)[0].Attributes["resource.kubernetes.io/numaNode"].IntValue
+	}
 	if v := numa(Faults{}); v == nil || *v != 1 {
 		t.Fatalf("numaNode of gpu-0: %v", v)
 	}
