@@ -323,8 +323,14 @@ SUITE_POD_LABEL = "gpuconform.dev/run"
 
 
 def wait_for_suite_pod(kubectl: Kubectl, node: str, timeout: float = 600) -> None:
-    """Returns once a pod of a suite run is on `node`: the start of a run there, however fast the suite is (the
-    faults that land during a run count from it)."""
-    wait_for(f"a suite pod ({SUITE_POD_LABEL}) on {node}", lambda: bool(kubectl(
-        "get", "pods", "-A", "-l", SUITE_POD_LABEL, "--field-selector", f"spec.nodeName={node}", "-o",
-        "name").strip()), timeout)
+    """Returns once a pod of a suite run that was not yet on `node` when this was called is there: the start of the
+    next run there, however fast the suite is (the faults that land during a run count from it). A run already on
+    the node, such as the last row's pods still terminating, does not count: a fault fired into it would land
+    before the run it is meant for (and could hit a driver still starting)."""
+    label = SUITE_POD_LABEL.replace(".", "\\.")  # jsonpath escapes the dots in a label key
+
+    def runs() -> set[str]:
+        return set(kubectl("get", "pods", "-A", "-l", SUITE_POD_LABEL, "--field-selector", f"spec.nodeName={node}",
+                           "-o", f"jsonpath={{.items[*].metadata.labels.{label}}}").split())
+    before = runs()
+    wait_for(f"a new suite run's pod ({SUITE_POD_LABEL}) on {node}", lambda: bool(runs() - before), timeout)
