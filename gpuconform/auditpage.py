@@ -611,3 +611,83 @@ def verdict_html(summary: dict, meaning: str) -> str:
     if paths:
         out += f'<p class="gc-paths">GPU nodes by allocation path (device plugin, DRA driver): {_e(paths)}</p>'
     return out
+
+
+# ---------------------------------------------------------------- the rollout rehearsal's timeline
+
+_POD_STATE = {"Ready": "#2ca02c", "not Ready": "#ff7f0e", "ending": "#999"}
+_PROBE = {"ran": "#2ca02c", "rejected": "#d62728"}
+
+
+def rollout_timeline_svg(rollouts: list[dict]) -> str:
+    """<svg id="gc-rollout-timeline">: per rehearsed node, over the seconds of its rollout: the windows (no plugin pod
+    serving, or fewer devices offered) shaded red, one lane per plugin pod coloured by its state, the devices offered
+    as a step line, and each probe pod as a dot (green ran, red rejected by the kubelet, grey otherwise)."""
+    drawn = [r for r in rollouts if r.get("timeline")]
+    if not drawn:
+        return _note("no rollout rehearsal in this run: no timeline")
+    w, left, right, lane, gap = 720, 150, 20, 14, 34
+    x1 = w - right
+    parts, y = [], 8
+    for r in drawn:
+        rows = r["timeline"]
+        ts = [float(row.get("t") or 0) for row in rows]
+        ticks = _ticks(max(ts) if ts else 1.0)
+        span = ticks[-1] or 1.0
+
+        def sx(t: float) -> float:
+            return left + (x1 - left) * min(max(t, 0.0), span) / span
+
+        names = list(dict.fromkeys(n for row in rows for n in _pod_names(row)))
+        top = y + 16
+        dev_top, dev_h = top + lane * len(names) + 6, 40
+        bottom = dev_top + dev_h
+        parts.append(f'<text x="4" y="{y + 10}" font-weight="bold">{_e(r.get("node"))}: {_e(r.get("daemonset"))} '
+                     f'({_e(r.get("mode"))}), window {_e(seconds(r.get("window_s")))} s</text>')
+        for i, row in enumerate(rows):  # the windows, sample to next sample
+            if row.get("down"):
+                end = ts[i + 1] if i + 1 < len(ts) else ts[i] + 1
+                parts.append(f'<rect class="gc-rollout-down" x="{sx(ts[i]):.1f}" y="{top}" '
+                             f'width="{max(sx(end) - sx(ts[i]), 1):.1f}" height="{bottom - top}" fill="#fdd"/>')
+        for k, name in enumerate(names):
+            ly = top + lane * k
+            parts.append(f'<text x="{left - 4}" y="{ly + 10}" text-anchor="end">{_e(name if len(name) <= 26 else "…" + name[-25:])}</text>')
+            for i, row in enumerate(rows):
+                state = _pod_names(row).get(name)
+                if state is None:
+                    continue
+                end = ts[i + 1] if i + 1 < len(ts) else ts[i] + 1
+                parts.append(f'<rect x="{sx(ts[i]):.1f}" y="{ly + 2}" width="{max(sx(end) - sx(ts[i]), 1):.1f}" '
+                             f'height="{lane - 4}" fill="{_POD_STATE.get(state, "#ccc")}"><title>{_e(name)} '
+                             f'{_e(state)} at {_e(seconds(ts[i]))} s</title></rect>')
+        most = max([int(row["offered"]) for row in rows if isinstance(row.get("offered"), int)] + [1])
+        pts = [(sx(ts[i]), dev_top + dev_h * (1 - row["offered"] / most)) for i, row in enumerate(rows)
+               if isinstance(row.get("offered"), int)]
+        if pts:
+            step = [pts[0]] + [q for a, b in zip(pts, pts[1:]) for q in ((b[0], a[1]), b)]
+            parts.append(f'<polyline class="gc-rollout-offered" points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in step)}"'
+                         f' fill="none" stroke="#1f77b4" stroke-width="2"/>')
+        parts.append(f'<text x="{left - 4}" y="{dev_top + 12}" text-anchor="end">devices offered (max {most})</text>')
+        for i, row in enumerate(rows):
+            for probe in filter(None, (row.get("probes") or "").split(", ")):
+                outcome = probe.split(": ", 1)[-1].split(" ", 1)[0]
+                parts.append(f'<circle cx="{sx(ts[i]):.1f}" cy="{bottom - 4}" r="4" fill="{_PROBE.get(outcome, "#999")}">'
+                             f"<title>{_e(probe)}</title></circle>")
+        parts.append(_x_axis(ticks, left, x1, bottom + 4, "seconds into the rollout"))
+        y = bottom + 4 + gap + 12
+    legend = ("red shade: no plugin pod serving the node, or fewer devices offered; blue: devices offered",
+              "lanes: plugin pods (green Ready, orange not Ready, grey ending); dots: probe pods (green ran, red "
+              "rejected by the kubelet)")
+    for i, line in enumerate(legend):
+        parts.append(f'<text x="4" y="{y + 14 * i}">{_e(line)}</text>')
+    return _svg("gc-rollout-timeline", w, int(y + 14 * len(legend)), "rollout rehearsal timeline", "".join(parts))
+
+
+def _pod_names(row: dict) -> dict[str, str]:
+    """A timeline row's plugin pods: name -> state (from "name (state), ...")."""
+    out = {}
+    for part in filter(None, (row.get("plugin pods") or "").split(", ")):
+        if part != "none" and part.endswith(")") and " (" in part:
+            name, state = part[:-1].split(" (", 1)
+            out[name] = state
+    return out

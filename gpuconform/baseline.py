@@ -4,7 +4,10 @@ changes and per node+phase latency percentiles, with the regressions a CI gate c
 A latency percentile regresses only when it grew by more than `latencyRelative` AND by more than
 `latencyAbsolute` seconds: creation and start timestamps have 1 s resolution, so small values jump by whole
 seconds. A check regresses when it passed before and does not pass now; up to `allowNewFailures` of those are
-tolerated. Nodes present in only one summary are listed, not compared.
+tolerated. Nodes present in only one summary are listed, not compared; but a node the baseline certified that this
+run saw and left out (`left_out_nodes`: excluded, not selected, or not applicable by a label its node, GFD, NFD or the
+operator can write) is always a regression (issue 29, review T4): a label must not take a certified node out of the
+gate unnoticed. A node gone from the cluster is listed only.
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ class Comparison:
     nodes_only_previous: list[str] = field(default_factory=list)
     nodes_only_current: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what could not be compared, and why
+    # nodes the baseline certified that this run did not judge, each "node: why" (always regressions)
+    certified_left_out: list[str] = field(default_factory=list)
 
     @property
     def new_failures(self) -> list[StatusChange]:
@@ -86,6 +91,7 @@ class Comparison:
     def regressions(self) -> list[str]:
         """One line per regression: latency ones always, check ones when more than allowNewFailures."""
         out = [f"latency {d.line()}" for d in self.latency if d.regression]
+        out += [f"node {line}" for line in self.certified_left_out]
         failures = self.new_failures
         if len(failures) > self.tolerance["allowNewFailures"]:
             out += [f"check {c.line()}" for c in failures]
@@ -100,6 +106,7 @@ class Comparison:
             "latency": [asdict(d) for d in self.latency],
             "nodes_only_previous": self.nodes_only_previous, "nodes_only_current": self.nodes_only_current,
             "notes": self.notes, "new_failures": len(self.new_failures), "regressions": self.regressions,
+            "certified_left_out": self.certified_left_out,
         })
 
 
@@ -148,9 +155,13 @@ def problems(summary: Any) -> list[str]:
                     out.append(f"{key}[{i}]: no {field_!r}")
                 elif field_ in row and not isinstance(row[field_], types):
                     out.append(f"{key}[{i}].{field_}: {row[field_]!r} is not a string")
-    nodes = summary.get("gpu_nodes")
-    if nodes is not None and not (isinstance(nodes, list) and all(isinstance(n, str) for n in nodes)):
-        out.append("gpu_nodes: expected a list of node names")
+    for key in ("gpu_nodes", "certified_nodes"):
+        nodes = summary.get(key)
+        if nodes is not None and not (isinstance(nodes, list) and all(isinstance(n, str) for n in nodes)):
+            out.append(f"{key}: expected a list of node names")
+    left = summary.get("left_out_nodes")
+    if left is not None and not (isinstance(left, dict) and all(isinstance(v, dict) for v in left.values())):
+        out.append("left_out_nodes: expected an object of node name -> {why, reason}")
     return out
 
 
@@ -216,11 +227,33 @@ def compare(previous: dict, current: dict, tolerance: dict | None = None) -> Com
                 x, y = _number(p.get(key)), _number(c.get(key))
                 if x is not None and y is not None:
                     cmp.latency.append(LatencyDelta(node, phase, name, x, y, _regressed(x, y, tol)))
+    # the rollout rehearsal's figures (rollout.mode), where both runs rehearsed the node: a release whose rollout
+    # disrupts the node for longer regresses as a latency does
+    prev_roll = {n.get("node"): n for n in previous.get("rollout") or []}
+    cur_roll = {n.get("node"): n for n in current.get("rollout") or []}
+    for node in sorted(set(prev_roll) & set(cur_roll) - {None}):
+        for name, key in (("window", "window_s"), ("hand-over", "handover_s")):
+            x, y = _number(prev_roll[node].get(key)), _number(cur_roll[node].get(key))
+            if x is not None and y is not None:
+                cmp.latency.append(LatencyDelta(node, "rollout", name, x, y, _regressed(x, y, tol)))
     for node in sorted(set(prev_lat) ^ set(cur_lat)):
         if node in both:
             side = "current" if node in cur_lat else "previous"
             cmp.notes.append(f"{node}: latency measured only in the {side} run")
+    cmp.certified_left_out = certified_left_out(previous, current)
     return cmp
+
+
+def certified_left_out(previous: dict, current: dict) -> list[str]:
+    """The nodes `previous` certified that `current` left out (its `left_out_nodes`), each as "node: certified in
+    the baseline, left out now (why: reason)". A node judged now and not certified shows in the check changes; a
+    node `current` did not see at all, in nodes_only_previous."""
+    judged = set(current.get("gpu_nodes") or []) | {r["node"] for r in current.get("results") or []
+                                                    if r.get("node") is not None}
+    left = current.get("left_out_nodes") or {}
+    return [f"{node}: certified in the baseline, left out now ({left[node].get('why') or '?'}: "
+            f"{left[node].get('reason') or 'no reason given'})"
+            for node in sorted(set(previous.get("certified_nodes") or []) - judged) if isinstance(left.get(node), dict)]
 
 
 def _state(stats: Any) -> str:
@@ -240,7 +273,9 @@ def render_html(comparison: Comparison) -> str:
             f"(allowed {_esc(c.tolerance['allowNewFailures'])}); a latency percentile regresses when it grows by "
             f"more than {_esc(_percent(c.tolerance['latencyRelative']))} and more than "
             f"{_esc(seconds(c.tolerance['latencyAbsolute']))} s</p>")
-    items = [*regs, *(f"node {n}: only in the previous run, not compared" for n in c.nodes_only_previous),
+    lost = {line.split(":", 1)[0] for line in c.certified_left_out}  # node names hold no ':'; listed in regs
+    items = [*regs, *(f"node {n}: only in the previous run, not compared" for n in c.nodes_only_previous
+                      if n not in lost),
              *(f"node {n}: only in the current run, not compared" for n in c.nodes_only_current), *c.notes]
     listing = "<ul>" + "".join(f"<li>{_esc(i)}</li>" for i in items) + "</ul>" if items else ""
     rows = ['<tr><th colspan="5">outcome counts</th></tr>']

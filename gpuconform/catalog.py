@@ -80,6 +80,9 @@ CHECKS = (
     Check("test_gpu_access_held_through_the_run_survives_to_its_end", "a pod holding one GPU through the run still "
           "sees it at the end.", start_counters=True,
           ai_conformance=(SECURE_ACCESS, DRA), dra=True),
+    Check("test_plugin_rollout_keeps_running_gpu_pods_and_admits_new_ones", "while the node's plugin or DRA driver "
+          "rolls out, running GPU pods keep their devices, new ones are admitted, the rollout completes on the node "
+          "(rollout.mode).", exclusive="rollout", ai_conformance=(DRIVER_RUNTIME, DRA), dra=True),
     Check("test_burst_allocates_every_free_gpu_once_and_one_more_waits", "a burst of pods gets every free device "
           "exactly once and one more pod stays Pending.", exclusive="burst",
           ai_conformance=(SECURE_ACCESS, SHARING, DRA), dra=True),

@@ -20,8 +20,14 @@ refreshes it every HEARTBEAT_EVERY_S (gpuconform/pytest_plugin/namespaces.py); w
 - with a heartbeat older than HEARTBEAT_STALE_S is deleted (its run was killed or lost the cluster); a newer
   one means the run is alive: kept.
 
-Times are compared with this machine's clock; HEARTBEAT_STALE_S (10 missed beats) absorbs modest clock skew
-between the run's machine and this one. Exit status: 0, or 7 when the cluster cannot be read (as pre-flight).
+Times are the API server's, never a runner's or this machine's (issue 29, review 2026-12b R3: a runner 6 minutes
+slow stamped heartbeats that looked 6 minutes old, and its live run was deleted): the heartbeat's time is when the
+API server stored the write of the annotation (`heartbeat_at`: the managedFields entry that owns it, which the
+server stamps), and now is the `Date` of the API server's answer to the listing (`server_time`). Only where the
+server recorded no such entry is the annotation's own time (the runner's clock) read, and the reason says so;
+only where the answer has no `Date` is this machine's clock used, and the command says so.
+HEARTBEAT_STALE_S (10 missed beats) is the limit. Exit status: 0, or 7 when the cluster cannot be read (as
+pre-flight).
 """
 
 from __future__ import annotations
@@ -94,6 +100,34 @@ def parse_time(value: object) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
+def heartbeat_at(ns: dict) -> tuple[datetime | None, str]:
+    """When the run last wrote its heartbeat annotation, and by which clock: the API server's time of that write
+    (the `time` of the managedFields entry that owns the annotation; the server sets it on every write that changes
+    the object), else the annotation's own value (the runner's clock), else None."""
+    meta = ns.get("metadata") or {}
+    key = f"f:{HEARTBEAT}"
+    times = [parse_time(m.get("time")) for m in meta.get("managedFields") or []
+             if key in (((m.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:annotations") or {})]
+    known = [t for t in times if t is not None]
+    if known:
+        return max(known), "by the API server's clock"
+    return parse_time((meta.get("annotations") or {}).get(HEARTBEAT)), "by the run's own clock (no server time of it)"
+
+
+def server_time(headers: object) -> datetime | None:
+    """The API server's clock from a response's `Date` header (RFC 7231, whole seconds), or None."""
+    from email.utils import parsedate_to_datetime
+
+    value = headers.get("Date") if hasattr(headers, "get") else None
+    if not isinstance(value, str):
+        return None
+    try:
+        t = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
 def _ago(seconds: float) -> str:
     s = int(max(seconds, 0))
     return f"{s}s" if s < 120 else f"{s // 60}m" if s < 7200 else f"{s // 3600}h{(s % 3600) // 60:02d}m"
@@ -102,7 +136,8 @@ def _ago(seconds: float) -> str:
 def decide(ns: dict, now: datetime, force: bool = False,
            stale_after_s: float = timing.HEARTBEAT_STALE_S) -> Decision:
     """Delete or keep one namespace (a dict as the API serves it), and why. Only a run's own namespace (`run_of`)
-    is ever deleted, --force included."""
+    is ever deleted, --force included. `now` is the API server's time (`server_time`); the heartbeat's is too where
+    the server recorded it (`heartbeat_at`)."""
     meta = ns.get("metadata") or {}
     name = meta.get("name", "?")
     notes = meta.get("annotations") or {}
@@ -121,10 +156,12 @@ def decide(ns: dict, now: datetime, force: bool = False,
     ended = parse_time(notes.get(ENDED))
     if ended is not None:
         return Decision(name, True, f"its run ended {_ago((now - ended).total_seconds())} ago (kept for inspection)")
-    age = (now - beat).total_seconds()
+    beat_at, clock = heartbeat_at(ns)
+    age = (now - (beat_at or beat)).total_seconds()
     if age > stale_after_s:
-        return Decision(name, True, f"no heartbeat for {_ago(age)} (limit {_ago(stale_after_s)}): its run is gone")
-    return Decision(name, False, f"its run is alive (heartbeat {_ago(age)} ago); --force deletes it anyway")
+        return Decision(name, True, f"no heartbeat for {_ago(age)} (limit {_ago(stale_after_s)}): its run is gone "
+                                    f"({clock})")
+    return Decision(name, False, f"its run is alive (heartbeat {_ago(age)} ago {clock}); --force deletes it anyway")
 
 
 def plan(namespaces: list[dict], now: datetime, force: bool = False) -> list[Decision]:
@@ -154,12 +191,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cleanup: [ERROR-API] cannot build a Kubernetes client: {type(e).__name__}: {e}", file=sys.stderr)
         return 7
     try:
-        found = cluster.core.list_namespace(label_selector=SELECTOR)
+        found, _, headers = cluster.core.list_namespace_with_http_info(label_selector=SELECTOR)
     except Exception as e:  # noqa: BLE001
         problem = kube.api_error(e, f"listing gpuconform namespaces ({cluster.source})")
         print(f"cleanup: [{problem.code}] {problem.message}", file=sys.stderr)
         return 7
-    decisions = plan([kube.to_dict(cluster.api, n) for n in found.items], datetime.now(timezone.utc), a.force)
+    mine = datetime.now(timezone.utc)
+    now = server_time(headers)
+    if now is None:
+        print("note   the API server's answer has no Date: ages are by this machine's clock")
+    elif abs((now - mine).total_seconds()) > 5:
+        print(f"note   this machine's clock is {abs((now - mine).total_seconds()):.0f}s "
+              f"{'behind' if now > mine else 'ahead of'} the API server's: ages are by the server's")
+    decisions = plan([kube.to_dict(cluster.api, n) for n in found.items], now or mine, a.force)
     deleted, kept, foreign = [], [], []
     for d in decisions:
         if not d.ours:

@@ -438,6 +438,11 @@ SECTIONS: dict[str, str] = {
     "images": "The test pods' images: mirror them for an air-gapped cluster.",
     "thresholds": "Latency thresholds; every violation is reported.",
     "burst": "The latency check: single pods one after another, then a burst of pods at once.",
+    "rollout": "The rollout rehearsal (docs/rollout.md): empty mode = off, and its check is deselected. The check "
+               "runs first on each node, holds a pod on every free device but one, sends a small GPU pod at the "
+               "last one every probeEvery, and watches the node while the plugin's (or DRA driver's) DaemonSet "
+               "rolls: `restart` restarts the DaemonSet as `kubectl rollout restart` does (needs "
+               "manifests/rbac-rollout.yaml), `observe` waits for your own upgrade (helm, the GPU operator).",
     "timeouts": "Every wait of the suite is bounded; fixed poll and grace intervals are in gpuconform/timing.py.",
     "limits": "qps/burst: the client's own rate limit; client-go's defaults (5/10) would make concurrent checks "
               "queue on the client for most of a run, and the apiserver's API Priority and Fairness still protects "
@@ -558,9 +563,24 @@ FIELDS: tuple[Field, ...] = (
     Field("thresholds.allocateP99", DURATION, "1s",
           "kubelet Allocate RPC histogram (bucket upper bound), 99th percentile"),
 
+    Field("thresholds.rolloutWindow", DURATION, "30s",
+          "the rollout rehearsal: the longest a node may go without a plugin pod serving it, or offer fewer GPUs "
+          "than before, while its plugin rolls (GPU pods the kubelet admits meanwhile are rejected for good)"),
+
     Field("burst.size", Int(min=0), 0,
           "pods in the burst; 0 = all free GPUs on the node (capped by limits.maxGpusPerNode)"),
     Field("burst.samples", Int(min=1), 5, "single pods created one after another before the burst"),
+
+    Field("rollout.mode", Str(rule="must be empty, restart or observe", test=lambda v: v in ("", "restart", "observe")),
+          "",
+          "`restart`: the suite restarts the DaemonSet; `observe`: it waits for your rollout; empty: no rehearsal "
+          "(also `--gpuconform-rollout MODE`)"),
+    Field("rollout.daemonSet", Str(rule="must be empty or NAMESPACE/NAME", test=lambda v: not v or (
+        v.count("/") == 1 and all(_DNS_SUBDOMAIN.fullmatch(x) for x in v.split("/")))), "",
+          "the DaemonSet to roll or watch, NAMESPACE/NAME; empty = the one owning each node's plugin pod"),
+    Field("rollout.timeout", TIMEOUT, "600s",
+          "how long the rehearsal waits for the rollout to start (observe) and to pass each node"),
+    Field("rollout.probeEvery", TIMEOUT, "3s", "how often a small GPU pod is sent at the node during the rollout"),
 
     Field("timeouts.podStart", TIMEOUT, "120s", "create -> Running/terminal for one test pod (images pre-pulled)"),
     Field("timeouts.podComplete", TIMEOUT, "180s", "create -> Succeeded/Failed for run-to-completion probes"),

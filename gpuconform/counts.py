@@ -71,6 +71,7 @@ class Expectation:
     # where each number came from, for the report: "resource", "physical", "replicas", "mig" -> the label, config
     # key or object that said so (the node's own objects decide; a cluster-wide label is evidence only)
     basis: dict[str, str] = field(default_factory=dict)
+    malformed: str = ""  # the count label whose value is not a count ("key='value' (malformed: why)"), if any
 
     @property
     def advertised(self) -> int | None:
@@ -346,6 +347,7 @@ def expectation(node: dict, cfg: Config | dict, plugin_pods: list[dict] | None =
 
     eg = cfg.get("nodes.expectedGpus")
     physical: int | None
+    malformed = ""
     if isinstance(eg, int):
         physical, source = eg, f"config nodes.expectedGpus={eg}"
     elif isinstance(eg, dict):
@@ -357,6 +359,8 @@ def expectation(node: dict, cfg: Config | dict, plugin_pods: list[dict] | None =
         physical, label = _count_label(labels, vendor)
         source = f"{label}={physical}" if physical is not None else \
             f"{label} on {name} (set nodes.expectedGpus)"
+        if physical is None and "(malformed:" in label:  # _malformed's text: a value that is not a count
+            malformed = label
 
     strategy = cfg.get("sharing.strategy")
     if strategy == "auto":
@@ -405,7 +409,8 @@ def expectation(node: dict, cfg: Config | dict, plugin_pods: list[dict] | None =
             mig, mig_basis = "none", f"{mig_basis}: no MIG device on this node, so its GPUs are whole GPUs"
     basis = {"resource": resource_basis, "physical": source, "replicas": replicas_basis, "mig": mig_basis}
     return Expectation(resource, physical, replicas, source, mig, profiles, vendor,
-                       whole_gpus_too=mig == "mixed" and resource in capacity, mig_replicas=mig_replicas, basis=basis)
+                       whole_gpus_too=mig == "mixed" and resource in capacity, mig_replicas=mig_replicas, basis=basis,
+                       malformed=malformed)
 
 
 def _mig_strategy(configured: str, labels: dict[str, str], vendor: str) -> tuple[str, str]:

@@ -4,6 +4,7 @@ layout, look-alikes and companions are set aside. Why: docs/architecture.md, "Fi
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 
 from .nodemode import SANDBOX_PLUGIN
@@ -37,30 +38,42 @@ def _controller(pod: dict) -> dict:
 # pkg/kubelet/pluginmanager; k8s.io/dynamic-resource-allocation kubeletplugin RegistrarDirectoryPath), as NVIDIA's
 # DRA driver chart mounts it (docs/vendors.md).
 DEVICE_PLUGINS_DIR, PLUGINS_REGISTRY_DIR = "/device-plugins", "/plugins_registry"
+KUBELET_DIR = "/var/lib/kubelet"  # nodeProbe.kubeletDir's default (gpuconform/config.py)
 
 
-def device_plugin_mounts(pod: dict, suffix: str = DEVICE_PLUGINS_DIR) -> list[str]:
-    """Host paths of hostPath volumes that a container mounts and that are a kubelet device-plugins directory (or,
-    with `suffix`, another kubelet plugin directory)."""
+def kubelet_path(kubelet_dir: str, suffix: str) -> str:
+    """The one host path a plugin mounts: `<kubeletDir><suffix>`, normalised (no trailing or doubled '/')."""
+    return posixpath.normpath((kubelet_dir or KUBELET_DIR).rstrip("/") + suffix)
+
+
+def device_plugin_mounts(pod: dict, suffix: str = DEVICE_PLUGINS_DIR, kubelet_dir: str = KUBELET_DIR) -> list[str]:
+    """Host paths of hostPath volumes that a container mounts and that are exactly the kubelet's device-plugins
+    directory `<kubelet_dir>/device-plugins` (or, with `suffix`, another kubelet plugin directory). Not any path
+    ending in it (issue 29, review T1: a tenant's DaemonSet mounting /tmp/x/device-plugins was judged as the
+    plugin), and never one with `..` segments."""
+    want = kubelet_path(kubelet_dir, suffix)
     vols = {v.get("name"): (v.get("hostPath") or {}).get("path", "") for v in pod.get("spec", {}).get("volumes") or []
             if v.get("hostPath")}
     out = []
     for c in (pod.get("spec", {}).get("containers") or []) + (pod.get("spec", {}).get("initContainers") or []):
         for m in c.get("volumeMounts") or []:
             path = vols.get(m.get("name"), "")
-            if path.rstrip("/").endswith(suffix) and path not in out:
+            if path and ".." not in path.split("/") and posixpath.normpath(path) == want and path not in out:
                 out.append(path)
     return out
 
 
-def does_the_job(pod: dict, suffix: str = DEVICE_PLUGINS_DIR) -> str:
-    """'' when the pod does a device plugin's job (a DaemonSet's pod mounting the device-plugins directory; with
-    `suffix` PLUGINS_REGISTRY_DIR a DRA kubelet plugin's), else what it lacks, for the look-alike list."""
+def does_the_job(pod: dict, suffix: str = DEVICE_PLUGINS_DIR, kubelet_dir: str = KUBELET_DIR) -> str:
+    """'' when the pod does a device plugin's job (a DaemonSet's pod mounting the kubelet's device-plugins directory;
+    with `suffix` PLUGINS_REGISTRY_DIR a DRA kubelet plugin's), else what it lacks, for the look-alike list."""
     lacks = []
     if _controller(pod).get("kind") != "DaemonSet":
         lacks.append("no DaemonSet owner")
-    if not device_plugin_mounts(pod, suffix):
-        lacks.append(f"no {suffix.strip('/')} hostPath mount")
+    if not device_plugin_mounts(pod, suffix, kubelet_dir):
+        near = [(v.get("hostPath") or {}).get("path", "") for v in pod.get("spec", {}).get("volumes") or []
+                if (v.get("hostPath") or {}).get("path", "").rstrip("/").endswith(suffix)]
+        lacks.append(f"its hostPath {near[0]} is not the kubelet's {kubelet_path(kubelet_dir, suffix)}" if near
+                     else f"no {suffix.strip('/')} hostPath mount")
     return ", ".join(lacks)
 
 
@@ -115,11 +128,12 @@ def _name(p: dict) -> str:
 
 
 def find_plugin_pods(pods_on_node: list[dict], vendor: str, namespace: str = "", selector: str = "",
-                     dra: bool = False) -> Found:
+                     dra: bool = False, kubelet_dir: str = KUBELET_DIR) -> Found:
     """The plugin pods among the pods bound to one node: those doing a plugin's job (does_the_job), in
     `namespace` when set (plugin.namespace), among the `selector` selection when set (plugin.selector). `dra`: the
     node's GPUs are served by a DRA driver, whose kubelet-plugin pods are the plugin there (plugin.namespace and
-    plugin.selector name the device plugin and are not applied)."""
+    plugin.selector name the device plugin and are not applied). `kubelet_dir` (nodeProbe.kubeletDir): the mount
+    must be exactly its device-plugins (DRA: plugins_registry) directory."""
     suffix = PLUGINS_REGISTRY_DIR if dra else DEVICE_PLUGINS_DIR
     if dra:
         namespace = selector = ""
@@ -128,7 +142,7 @@ def find_plugin_pods(pods_on_node: list[dict], vendor: str, namespace: str = "",
     for p in pods_on_node:
         lay = layout_of(p, vendor)
         picked = matches(p.get("metadata", {}).get("labels") or {}, selector) if selector else bool(lay)
-        lacks = does_the_job(p, suffix)
+        lacks = does_the_job(p, suffix, kubelet_dir)
         if not picked and lacks:
             continue  # neither looks like the plugin nor does its job: an ordinary pod
         if selector and not picked:
@@ -154,7 +168,7 @@ def find_plugin_pods(pods_on_node: list[dict], vendor: str, namespace: str = "",
             how.append("labels " + ",".join(f"{k}={v}" for k, v in lay.labels.items()) + f" ({lay.name} layout)")
         else:
             layouts.add("generic")
-        how.append(f"mounts {device_plugin_mounts(p, suffix)[0]}")
+        how.append(f"mounts {device_plugin_mounts(p, suffix, kubelet_dir)[0]}")
         why.append(f"{_name(p)} (DaemonSet {owner.get('name', '-')}): " + ", ".join(how))
     if dra:  # other kubelet plugins register through plugins_registry too: keep the GPU driver's pods
         kinds = {_name(p): kubelet_plugin_kind(p, vendor) for p in plugins}
@@ -171,4 +185,4 @@ def find_plugin_pods(pods_on_node: list[dict], vendor: str, namespace: str = "",
     where = f" in namespace {namespace}" if namespace else ""
     among = f" among the pods matching plugin.selector {selector!r}" if selector else ""
     return Found(plugins, layout, "; ".join(why) if why else f"no pod on the node{where}{among} is owned by a "
-                 f"DaemonSet and mounts a {suffix.strip('/')} directory", companions, look_alikes)
+                 f"DaemonSet and mounts {kubelet_path(kubelet_dir, suffix)}", companions, look_alikes)

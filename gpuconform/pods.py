@@ -248,24 +248,45 @@ NODE_PROBE_IMAGE_UNSET = ("node probe image not set (images.nodeProbe): the suit
                           "registry and name it there")
 
 
-def _host_reader(p: dict, mounts: dict[str, tuple[str, str]], run_as_root: bool = False) -> dict:
-    """Turns a test pod into a privileged-namespace reader of host paths: read-only hostPath mounts
-    {name: (host path, mount path)}, a read-only root filesystem, no capabilities, seccomp RuntimeDefault, no
-    RuntimeClass (it needs no devices, and a missing GPU runtime must not hide the node's evidence). `run_as_root`
-    for reading root-owned sockets (uid 0 without capabilities: only the owner's permission bits).
+# How a host reader's hostPaths are mounted (volumeMounts[].recursiveReadOnly, KEP-3857: alpha 1.30, beta and on
+# by default 1.31, GA 1.33). `Enabled`: every submount below the path read-only too (/sys has cgroupfs, debugfs,
+# ...), which a plain readOnly bind leaves writable to uid 0 by file mode; the kubelet fails the container where
+# the runtime cannot. `IfPossible`: a plain readOnly mount there. The admission policy (manifests/rbac-policy.yaml)
+# requires Enabled unless its recursiveReadOnly parameter says IfPossible.
+RRO_ENABLED, RRO_IF_POSSIBLE = "Enabled", "IfPossible"
+CHECKPOINT_FILE = "device-plugins/kubelet_internal_checkpoint"  # the kubelet's device-manager checkpoint
 
-    `recursiveReadOnly: IfPossible`: a plain readOnly bind mount leaves the submounts below it writable (/sys has
-    cgroupfs, debugfs, ...); the kubelet makes them read-only too where the runtime supports it (KEP-3857:
-    alpha 1.30, beta and on by default 1.31, GA 1.33) and falls back to readOnly elsewhere. It needs
-    `readOnly: true` and no mountPropagation; an API server that predates the field drops it."""
+
+def recursive_read_only(node_obj: dict | None, handler: str = "") -> str:
+    """How a host reader on this node mounts its hostPaths: RRO_ENABLED where the node's runtime handler (`handler`;
+    "" is the default one, which the host readers use: they name no RuntimeClass) reports
+    `features.recursiveReadOnlyMounts` in status.runtimeHandlers (kubelets since 1.30 publish it), else
+    RRO_IF_POSSIBLE (containerd before 2.0 reports no handlers)."""
+    for h in ((node_obj or {}).get("status") or {}).get("runtimeHandlers") or []:
+        if (h.get("name") or "") == handler and ((h.get("features") or {}).get("recursiveReadOnlyMounts") is True):
+            return RRO_ENABLED
+    return RRO_IF_POSSIBLE
+
+
+def _host_reader(p: dict, mounts: dict[str, tuple[str, str, str]], run_as_root: bool = False,
+                 recursive: str = RRO_ENABLED) -> dict:
+    """Turns a test pod into a privileged-namespace reader of host paths: read-only hostPath mounts
+    {name: (host path, mount path, hostPath type)}, a read-only root filesystem, no capabilities, seccomp
+    RuntimeDefault, no RuntimeClass (it needs no devices, and a missing GPU runtime must not hide the node's
+    evidence). `run_as_root` for reading root-owned sockets (uid 0 without capabilities: only the owner's permission
+    bits). The hostPath type is Directory or File, never empty or ...OrCreate: a missing path fails the mount
+    instead of being created on the host. `recursive`: recursiveReadOnly (RRO_ENABLED, or RRO_IF_POSSIBLE where the
+    node's runtime cannot: recursive_read_only); it needs `readOnly: true` and no mountPropagation."""
+    if recursive not in (RRO_ENABLED, RRO_IF_POSSIBLE):
+        raise ValueError(f"recursiveReadOnly {recursive!r}: {RRO_ENABLED} or {RRO_IF_POSSIBLE}")
     spec = p["spec"]
     spec["securityContext"] = copy.deepcopy(HOST_READER_ROOT_POD if run_as_root else HOST_READER_POD)
     spec.pop("runtimeClassName", None)
     ctr = spec["containers"][0]
     ctr["securityContext"] = copy.deepcopy(HOST_READER_CTR)
-    ctr["volumeMounts"] = [{"name": n, "mountPath": m, "readOnly": True, "recursiveReadOnly": "IfPossible"}
-                           for n, (_, m) in mounts.items()]
-    spec["volumes"] = [{"name": n, "hostPath": {"path": h, "type": "Directory"}} for n, (h, _) in mounts.items()]
+    ctr["volumeMounts"] = [{"name": n, "mountPath": m, "readOnly": True, "recursiveReadOnly": recursive}
+                           for n, (_, m, _) in mounts.items()]
+    spec["volumes"] = [{"name": n, "hostPath": {"path": h, "type": kind}} for n, (h, _, kind) in mounts.items()]
     return p
 
 
@@ -274,28 +295,33 @@ def _kubelet_dir(cfg: Config) -> str:
 
 
 def socket_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict,
-                     deadline: float, kubelet_subdir: str = "device-plugins") -> dict:
+                     deadline: float, kubelet_subdir: str = "device-plugins", recursive: str = RRO_ENABLED) -> dict:
     """Privileged-namespace probe listing the kubelet's device-plugins dir (or `kubelet_subdir`: plugins_registry on
     a DRA node) through a read-only hostPath. Runs as
     a non-root user: listing a directory needs its r and x bits for others, which the kubelet's 0755 directory
     has; and a non-root process cannot connect() to the root-owned sockets in it (connect needs write permission
-    on the socket file, unix(7)), so this probe cannot talk to the kubelet's Registration service or a plugin."""
+    on the socket file, unix(7)), so this probe cannot talk to the kubelet's Registration service or a plugin (the
+    admission policy admits a device-plugins mount only in such a pod)."""
     cfg = view(cfg)
     p = pod(name, namespace, run_id, "plugin-socket", node, cfg, image=cfg.get("images.probe"), gpus=0,
             command=["sh", "-c", f"ls -la /{kubelet_subdir}/"], deadline=deadline, best_effort=True)
     # The kubelet makes plugins_registry 0750 (kubernetes v1.37.2 pkg/kubelet/kubelet.go setupDataDirs:
     # MkdirAll(getPluginsRegistrationDir(), 0750)): only root lists it; device-plugins is 0755.
-    return _host_reader(p, {"dp": (_kubelet_dir(cfg) + "/" + kubelet_subdir, "/" + kubelet_subdir)},
-                        run_as_root=kubelet_subdir != "device-plugins")
+    return _host_reader(p, {"dp": (_kubelet_dir(cfg) + "/" + kubelet_subdir, "/" + kubelet_subdir, "Directory")},
+                        run_as_root=kubelet_subdir != "device-plugins", recursive=recursive)
 
 
-def node_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict, deadline: float) -> dict:
+def node_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict, deadline: float,
+                   recursive: str = RRO_ENABLED, checkpoint: bool = True) -> dict:
     """The node probe (gpuconform/nodeprobe.py in the suite's own image): reads the kubelet's PodResources API
     (List, GetAllocatableResources), its device checkpoint and the host's PCI tree through read-only hostPaths,
     and prints one JSON report. Runs as uid 0 without capabilities: connect() on a unix socket needs write
     permission on the socket file (unix(7)), and the kubelet creates pod-resources/kubelet.sock as root with its
-    umask (srwxr-xr-x under the usual 022), so no other uid or group can call the PodResources API. Mounts only
-    the two kubelet directories it reads and sysfs. Refuses to build without images.nodeProbe (no default)."""
+    umask (srwxr-xr-x under the usual 022), so no other uid or group can call the PodResources API; the checkpoint
+    is root's 0600 file. Mounts the pod-resources directory, the checkpoint alone (a single-file hostPath: the
+    device-plugins directory with kubelet.sock in it is never in a root pod) and sysfs. `checkpoint` False: no
+    checkpoint mount (a DRA node, where no device plugin ever made one: a missing File fails the mount). Refuses to
+    build without images.nodeProbe (no default)."""
     cfg = view(cfg)
     image = cfg.get("images.nodeProbe")
     if not image:
@@ -307,9 +333,11 @@ def node_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Confi
     p = pod(name, namespace, run_id, "node-probe", node, cfg, image=image, gpus=0,
             command=cmd, deadline=deadline, container="nodeprobe", best_effort=True)
     sysfs = cfg.get("nodeProbe.sysfsPath").rstrip("/") or "/"
-    return _host_reader(p, {"pod-resources": (kubelet + "/pod-resources", "/kubelet/pod-resources"),
-                            "device-plugins": (kubelet + "/device-plugins", "/kubelet/device-plugins"),
-                            "sys": (sysfs, "/host/sys")}, run_as_root=True)
+    mounts = {"pod-resources": (kubelet + "/pod-resources", "/kubelet/pod-resources", "Directory")}
+    if checkpoint:
+        mounts["checkpoint"] = (kubelet + "/" + CHECKPOINT_FILE, "/kubelet/" + CHECKPOINT_FILE, "File")
+    mounts["sys"] = (sysfs, "/host/sys", "Directory")
+    return _host_reader(p, mounts, run_as_root=True, recursive=recursive)
 
 
 def needs_events(pod: dict) -> bool:

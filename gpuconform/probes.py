@@ -172,6 +172,7 @@ class Alignment:
     gpu_numa: frozenset[int]
     detail: str
     unknown: str = ""  # why the CPUs' NUMA nodes could not be read: nothing to judge, never a pass
+    malformed: bool = False  # `unknown` because the probe's output did not parse (ERROR-MALFORMED-DATA)
 
 
 def alignment(cpus: set[int], node_cpulists: dict[int, set[int]], gpu_numa: dict[str, int | None]) -> Alignment:

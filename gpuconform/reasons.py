@@ -97,6 +97,17 @@ _R = [
            "Add the node's taint to `tolerations` in the config, or exclude the node."),
     Reason("FAIL-LATENCY-THRESHOLD", "GPU-LATENCY-THRESHOLD", "allocation/start latency above the configured threshold",
            "Look at the slowest pods' phases: scheduling (scheduler), allocate (plugin Allocate RPC), start (runtime)."),
+    # inputs others write (clocks, events, labels), issue 29: a skewed clock or malformed data is not a pass
+    Reason("ERROR-CLOCK-SKEW", "", "a clock is more than 1 s off the API server's: the latency it stamps cannot be judged",
+           "The message names the clock (the node's kubelet or the scheduler), the pod and its timestamps: a "
+           "container that started before its pod was created, or ended after the API server stored its status. "
+           "Sync the clock (chrony or systemd-timesyncd: `chronyc tracking`, `timedatectl`) and rerun; the "
+           "phases are never clamped, so a node behind does not pass and one ahead does not fail falsely."),
+    Reason("ERROR-MALFORMED-DATA", "", "data the check reads from the cluster is malformed: no verdict, no certification",
+           "The message names the source and the value: a node's GPU count label (GFD, NFD, the AMD labeller), the "
+           "kubelet's /metrics or configz, a probe's cpulist. Fix what writes it (or set nodes.expectedGpus for the "
+           "count) and rerun. Unlike NOTCHECKED-OPTIONAL (a source the operator chose not to provide), malformed "
+           "data costs the node its certification: whoever can write a label must not be able to certify a node."),
     Reason("FAIL-TOPOLOGY-POLICY", "GPU-TOPOLOGY-POLICY", "kubelet topology/CPU manager policy differs from the expected one",
            "Set topologyManagerPolicy/cpuManagerPolicy in the kubelet config and restart it (remove "
            "cpu_manager_state when changing the CPU manager policy)."),
@@ -186,6 +197,35 @@ _R = [
     Reason("NOTCHECKED-DRA-PATH", "", "check not made on the DRA path yet",
            "The node's GPUs are served by a DRA driver; this check is made on device-plugin nodes only so far "
            "(docs/dra.md lists what is checked on each path)."),
+    # the rollout rehearsal (rollout.mode; docs/rollout.md)
+    Reason("FAIL-ROLLOUT-ACCESS-LOST", "", "a pod holding a GPU lost or changed its devices during the rollout",
+           "The new plugin or driver version, or what rolled out with it (the container toolkit, a kubelet "
+           "restart, a daemon-reload), reset the running containers' device access or re-registered the devices "
+           "under other IDs: running GPU workloads break on every node this reaches. Roll the components out "
+           "separately and check the new version's device IDs and the runtime's device rules."),
+    Reason("FAIL-ROLLOUT-ADMISSION", "", "the kubelet rejected GPU pods while a plugin pod served the node",
+           "A plugin pod was Ready and the node offered its devices, yet the kubelet could not allocate (Allocate or "
+           "GetPreferredAllocation failing: read the plugin log at the times named). Two plugin pods on one node "
+           "(a DaemonSet with maxSurge) can remove each other's socket: NVIDIA's plugin must not surge."),
+    Reason("FAIL-ROLLOUT-WINDOW", "", "no plugin pod served the node, or it offered fewer GPUs, for longer than "
+           "thresholds.rolloutWindow",
+           "The kubelet rejects, for good, every GPU pod it admits while no plugin serves its resource "
+           "(kubernetes/kubernetes#109595): shorten the hand-over (the new image pre-pulled, no slow init, a fast "
+           "registration), or read the new pod's log and events for what delayed it."),
+    Reason("FAIL-ROLLOUT-STUCK", "", "the rollout did not complete on the node: no new plugin pod Ready, or the "
+           "devices not offered again, within rollout.timeout",
+           "Read the new pod's events and last termination message (a crash-looping new version stops the "
+           "DaemonSet's rollout there); roll back before it reaches more nodes."),
+    Reason("FAIL-DRA-SLICES-WIPED", "", "the DRA driver's ResourceSlices for the node were gone during its upgrade",
+           "The old driver pod removed its slices before the new one published them. Do not delete slices on "
+           "shutdown: the kubelet keeps a driver's slices for 30 s after it disconnects and keeps them if it "
+           "registers again (k8s.io/dynamic-resource-allocation v0.37.2). For a hand-over with no gap, run the "
+           "driver with kubeletplugin.RollingUpdate(pod UID) and updateStrategy maxSurge 1, maxUnavailable 0 "
+           "(seamless upgrade, kubernetes PR #129832)."),
+    Reason("ERROR-ROLLOUT-NOT-SEEN", "", "no rollout happened while the rehearsal held the node",
+           "In rollout.mode=observe the suite waits for the DaemonSet's generation to change: start the upgrade "
+           "once the run says it is holding the node, raise rollout.timeout, or use rollout.mode=restart. A "
+           "DaemonSet with updateStrategy OnDelete does not roll its pods on a change."),
 ]
 REASONS: dict[str, Reason] = {r.code: r for r in _R}
 ALIASES: dict[str, str] = {r.alias: r.code for r in _R if r.alias}  # old code -> code (codes added since have none)

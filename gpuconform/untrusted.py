@@ -1,7 +1,7 @@
 """Text the cluster wrote (events, termination messages, logs; any tenant can write some of it), made safe to show
 in a terminal, a CI log, JUnit and the HTML report: `clean` escapes control characters and bidi overrides and
-defuses `##vso[`; `quoted`/`continued` prefix every line so none starts a CI command. Idempotent. The threats and
-their sources: docs/security.md, "Cluster text on its way out"."""
+defuses `##vso[` and `##[`; `quoted`/`continued` prefix every line so none starts a CI command. Idempotent. The
+threats and their sources: docs/security.md, "Cluster text on its way out"."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ import re
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _NAMED = {"\r": "\\r", "\n": "\\n", "\t": "\\t"}
 _AZURE = "##vso["
+# GitHub's legacy form `##[add-mask]x`, `##[stop-commands]t`: actions/runner `ActionCommand.TryParse` finds it with
+# `message.IndexOf("##[")`, anywhere in a line, so a line prefix does not defuse it (review 2026-12b, O1)
+_GITHUB_LEGACY = "##["
 PREFIX = "| "  # before each line of cluster text (evidence, logs): never blank, never `:`
 
 
@@ -27,7 +30,7 @@ def _escape(m: re.Match) -> str:
 
 def clean(text: str | bytes | None, keep_newlines: bool = True) -> str:
     """`text` with every control character (but newline and tab, unless `keep_newlines` is False) written as a
-    visible escape, invalid UTF-8 as `\\xNN`, CRLF as LF, and `##vso[` as `**vso[`."""
+    visible escape, invalid UTF-8 as `\\xNN`, CRLF as LF, `##vso[` as `**vso[` and `##[` as `**[`."""
     if text is None:
         return ""
     if isinstance(text, bytes):
@@ -37,7 +40,8 @@ def clean(text: str | bytes | None, keep_newlines: bool = True) -> str:
         text = _UNSAFE.sub(_escape, text)
     else:
         text = re.sub(f"{_UNSAFE.pattern}|[\n\t]", _escape, text)
-    return text.replace(_AZURE, "**vso[")
+    # one pass each leaves none: occurrences of `##[` cannot overlap, and neither rewrite makes a `#`
+    return text.replace(_AZURE, "**vso[").replace(_GITHUB_LEGACY, "**[")
 
 
 def one_line(text: str | bytes | None) -> str:

@@ -8,6 +8,7 @@
     cluster.py fault NAME    apply one fault
     cluster.py fault-clear   restore the healthy state (and the shape the bed was started in)
     cluster.py bed PROFILE LAYOUT   switch the real node's pool profile / plugin install layout (shapes.py)
+    cluster.py plugin-version VERSION   roll NVIDIA's plugin DaemonSet to release VERSION (v0.18.2 or v0.19.3)
 
 Everything runs as root on this machine: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 containerd (Debian's) with runc and CNI bridge, kubelet, and kwok. State, logs and the kubeconfig live in
@@ -275,15 +276,19 @@ def main(argv: list[str]) -> int:
             return gpunode.switch(argv[1], argv[2], *argv[3:])
         if argv[:1] == ["restart-kubelet"] and len(argv) <= 3 and argv[2:] in ([], ["--during-run"]):
             return faults.restart_kubelet(float(argv[1]) if len(argv) >= 2 else 0, during_run=argv[2:] != [])
-        if argv[:1] == ["cut-access"] and len(argv) == 2:
-            return faults.cut_access(float(argv[1]))
+        if argv[:1] == ["plugin-version"] and len(argv) == 2:
+            return gpunode.plugin_version(argv[1])
+        if argv[:1] == ["cut-access"] and len(argv) in (2, 3):
+            return faults.cut_access(float(argv[1]), *argv[2:])
+        if argv[:1] == ["roll-plugin"] and len(argv) == 3 and argv[2] in faults.ROLL_CHANGES:
+            return faults.roll_plugin_during_run(float(argv[1]), argv[2])
         if argv[:1] == ["nvml-event"] and len(argv) >= 3:
             return faults.nvml_event_during_run(float(argv[1]), argv[2:])
         if argv[:1] == ["dra-signal"] and len(argv) == 2:
             return dranode.signal_driver_during_run(Kubectl(build()), float(argv[1]))
         if len(argv) != 1 or argv[0] not in cmds:
             raise BedError(f"usage: cluster.py {{{'|'.join(cmds)}|fault NAME|bed PROFILE LAYOUT|"
-                           "restart-kubelet [DELAY_S [--during-run]]|cut-access DELAY_S|nvml-event DELAY_S LINE...|"
+                           "plugin-version VERSION|restart-kubelet [DELAY_S [--during-run]]|cut-access DELAY_S [CHECK]|roll-plugin DELAY_S {slow-start|crashloop}|nvml-event DELAY_S LINE...|"
                            "dra-signal DELAY_S}}")
         return cmds[argv[0]]() or 0
     except BedError as e:

@@ -221,6 +221,32 @@ def install(name: str = "") -> Install:
     return OPERATOR_INSTALL if (name or shape()) in OPERATOR_SHAPES else CHART_INSTALL
 
 
+# How the driver's DaemonSet rolls out (issue 30's rollout rehearsal; images/internal/dra/upgrade.go says what
+# the driver does). Healthy, it upgrades seamlessly (kubernetes PR #129832, kubelet support since 1.33): the driver
+# starts its kubelet plugin with kubeletplugin.RollingUpdate(its pod's UID, POD_UID from the downward API), so its
+# sockets are the pod's own, and the DaemonSet starts the new pod beside the old one before deleting it (maxSurge 1,
+# maxUnavailable 0, as k8s.io/dynamic-resource-allocation v0.37.2 kubeletplugin/draplugin.go RollingUpdate asks):
+# the kubelet hands over between two registered instances and the node's slices stay. The driver's startupProbe
+# (`gpu-dra-driver -probe`) keeps the new pod un-Ready until the kubelet has registered it, so the old pod is deleted
+# only then (without it, seen on the bed: the old pod went 0.4 s before the kubelet had the new one; the slices
+# stayed, by the kubelet's 30 s grace below, but a prepare in that moment had no driver). Under the driver's knob
+# NO_SEAMLESS it is a driver without that support: one fixed socket, the old pod deleted before the new one starts
+# (maxUnavailable 1, no surge), and on SIGTERM it deletes the node's slices, so the node has none until the new pod
+# publishes. NVIDIA's own driver (kubernetes-sigs/dra-driver-nvidia-gpu HEAD 95932046) has no seamless-upgrade
+# support: no RollingUpdate, its chart's kubeletPlugin.updateStrategy maxUnavailable 100% without surge
+# (deployments/helm/dra-driver-nvidia-gpu/values.yaml), its Shutdown stops the helper without deleting slices (the
+# kubelet wipes them 30 s after the last instance is gone unless a new one registers first). So the bed's healthy
+# driver is the seamless one a driver can be, ahead of NVIDIA's; the knob is closer to NVIDIA's but for the delete.
+NO_SEAMLESS = "no-seamless-upgrade"
+SEAMLESS_UPDATE = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+REPLACE_UPDATE = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+
+
+def update_strategy(knobs: str) -> dict:
+    """The driver DaemonSet's updateStrategy for its knobs (GPU_SIM_DRA_FAULTS, comma-separated)."""
+    return REPLACE_UPDATE if NO_SEAMLESS in {k.strip() for k in knobs.split(",")} else SEAMLESS_UPDATE
+
+
 def driver_objects(inst: Install | None = None) -> list[dict]:
     """NVIDIA's DRA driver as the shape installs its kubelet plugin (install(): a DaemonSet, privileged, with the
     kubelet's plugin directories and the CDI directory from the host; on the operator's DRA-stack nodes by their
@@ -229,6 +255,7 @@ def driver_objects(inst: Install | None = None) -> list[dict]:
     the chart's templates/deviceclass-gpu.yaml, deviceclass-mig.yaml; docs/vendors.md)."""
     inst = inst or install()
     labels = inst.labels
+    knobs = bed.read_state().get("dra_faults", "")
     host = {"plugins-registry": "/var/lib/kubelet/plugins_registry",
             "plugins": "/var/lib/kubelet/plugins", "cdi": "/var/run/cdi", "gpu-sim": str(bed.GPU_SIM)}
     return [
@@ -254,7 +281,8 @@ def driver_objects(inst: Install | None = None) -> list[dict]:
                   "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"}}]}},
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": inst.daemonset, "namespace": inst.namespace,
                                                                     "labels": labels},
-         "spec": {"selector": {"matchLabels": inst.selector}, "template": {"metadata": {"labels": labels}, "spec": {
+         "spec": {"selector": {"matchLabels": inst.selector}, "updateStrategy": update_strategy(knobs),
+                  "template": {"metadata": {"labels": labels}, "spec": {
              "serviceAccountName": inst.service_account, "priorityClassName": "system-node-critical",
              "nodeSelector": ({"nvidia.com/gpu.deploy.dra-driver": "true"} if shape() in OPERATOR_SHAPES
                               else {"kubernetes.io/hostname": NODE}),
@@ -263,7 +291,13 @@ def driver_objects(inst: Install | None = None) -> list[dict]:
              "containers": [{"name": "gpus", "image": IMAGES_DRA["driver"], "imagePullPolicy": "IfNotPresent",
                              "command": ["/usr/bin/gpu-dra-driver"],
                              "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                                     {"name": "GPU_SIM_DRA_FAULTS", "value": bed.read_state().get("dra_faults", "")}],
+                                     # the pod's UID for kubeletplugin.RollingUpdate (SEAMLESS_UPDATE)
+                                     {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+                                     {"name": "GPU_SIM_DRA_FAULTS", "value": knobs}],
+                             # Ready once the kubelet registered it (SEAMLESS_UPDATE), as NVIDIA's chart's
+                             # startupProbe (grpc, 1 s, 600 tries) gates its pod on its sockets answering
+                             "startupProbe": {"exec": {"command": ["/usr/bin/gpu-dra-driver", "-probe"]},
+                                              "periodSeconds": 1, "failureThreshold": 120},
                              "securityContext": {"privileged": True},
                              "volumeMounts": [{"name": n, "mountPath": p} for n, p in host.items()]}],
              "volumes": [{"name": n, "hostPath": {"path": p, "type": "DirectoryOrCreate"}} for n, p in host.items()],
@@ -592,6 +626,9 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
         say(f"DRA fault {fault}: kube-scheduler runs with --feature-gates={gates.gates}")
     if driver and driver.knob in HEALTH_KNOBS:
         say(f"DRA fault {fault}: {HEALTH_KNOBS[driver.knob]}")
+    if driver and driver.knob == NO_SEAMLESS:
+        say(f"DRA fault {fault}: the driver has no seamless upgrade: its DaemonSet replaces its pod without overlap "
+            "(maxUnavailable 1, no surge) and on SIGTERM it deletes the node's ResourceSlices")
     if off:
         say(f"DRA fault {fault}: kube-controller-manager runs without {', '.join(off.controllers)}")
     if row and row.step(AdminAccessPolicy):

@@ -24,8 +24,8 @@ import shapes
 import sharedfault
 from faulttable import (DEVICE_PLUGIN_FAULTS as FAULTS, CompanionCrash, CutAccess, DeleteRuntimeClass, DoubleAssign,
                         ForeignNamespaces, Hardware, HogGpus, KubeletReset, NodeLabels, NodeTaint, NvidiaRuntime,
-                        NvmlEvents, OperatorFailing, RemoveImage, RestartKubeletDuringRun, RuntimeHandler, SimPlugin,
-                        SpoofPluginPod, TopologyPolicy)
+                        NvmlEvents, OperatorFailing, RemoveImage, RestartKubeletDuringRun, RollPluginDuringRun,
+                        RuntimeHandler, SimPlugin, SpoofPluginPod, TopologyPolicy)
 
 
 # The foreign-namespace fault's namespaces: the suite's part-of label (gpuconform/pods.py PART_OF) on namespaces
@@ -147,11 +147,35 @@ def nvml_event_during_run(after: float, lines: list[str]) -> int:
 
 
 # The check label of the suite's run-long pod (gpuconform/pods.py CHECK_LABEL; the lost-access check's pods).
-ACCESS_POD = "gpuconform.dev/check=access"
+CHECK_LABEL = "gpuconform.dev/check"  # gpuconform/pods.py CHECK_LABEL
 CGROUP_DEVICES = Path("/sys/fs/cgroup/devices")
 
 
-def cut_access(after: float) -> int:
+ROLL_CHANGES = {
+    # an init container that sleeps: the new plugin pod registers 20 s after the old one stopped
+    "slow-start": [{"op": "add", "path": "/spec/template/spec/initContainers", "value": [
+        {"name": "slow-start", "image": bed.IMAGES["probe"], "imagePullPolicy": "IfNotPresent",
+         "command": ["sleep", "20"]}]}],
+    # a flag NVIDIA's plugin does not know (urfave/cli exits with "flag provided but not defined")
+    "crashloop": [{"op": "add", "path": "/spec/template/spec/containers/0/args", "value": ["--no-such-flag"]}],
+}
+
+
+def roll_plugin_during_run(after: float, change: str) -> int:
+    """Changes the plugin DaemonSet's pod template `after` seconds after a new suite run's first pod on the GPU
+    node (ROLL_CHANGES[change]): the DaemonSet controller rolls it as after a `helm upgrade` (fault rows
+    rollout-*; the suite's rehearsal in rollout.mode=observe waits for this)."""
+    _, kubectl, _ = _ctx()
+    lay = shapes.LAYOUT_OBJECTS[shapes.current()[1]]
+    bed.wait_for_suite_pod(kubectl, bed.NODE_NAME)
+    time.sleep(after)
+    kubectl("patch", "daemonset", "-n", lay.namespace, lay.daemonset, "--type=json", "-p",
+            json.dumps(ROLL_CHANGES[change]))
+    bed.say(f"rolled the plugin DaemonSet {lay.namespace}/{lay.daemonset} ({change}) {after:g}s into the run")
+    return 0
+
+
+def cut_access(after: float, check: str = "access") -> int:
     """Waits for the suite's run-long pod to run on the GPU node and, `after` seconds later, takes its GPUs out of
     its container's devices cgroup (cgroup v1 devices.deny, one exact rule per GPU node the container was
     allowed: the kernel removes only exceptions that match exactly, security/device_cgroup.c dev_exception_rm).
@@ -160,13 +184,14 @@ def cut_access(after: float) -> int:
     nvidia-smi says "Failed to initialize NVML: Unknown Error". The kubelet here uses the cgroupfs driver, so the
     container's cgroup is kubepods[/<qos>]/pod<uid>/<container id>."""
     _, kubectl, _ = _ctx()
+    selector = f"{CHECK_LABEL}={check}"
 
     def running() -> dict | None:
-        pods = kubectl.json("get", "pods", "-A", "-l", ACCESS_POD, "--field-selector",
+        pods = kubectl.json("get", "pods", "-A", "-l", selector, "--field-selector",
                             f"spec.nodeName={bed.NODE_NAME},status.phase=Running").get("items", [])
         return pods[0] if pods else None
 
-    bed.wait_for(f"the suite's run-long pod ({ACCESS_POD}) on {bed.NODE_NAME}", lambda: running() is not None, 600)
+    bed.wait_for(f"the suite's run-long pod ({selector}) on {bed.NODE_NAME}", lambda: running() is not None, 600)
     time.sleep(after)
     p = running()
     if p is None:
@@ -224,6 +249,11 @@ def clear(quiet: bool = False, target: tuple[str, str, str] | None = None) -> in
         kubectl("delete", "namespace", SPOOF_NS, "--wait=true", "--timeout=60s", check=False)
     if had(CutAccess):  # a cut still waiting for a run must not hit the next one
         subprocess.run(["pkill", "-f", "cluster.py cut-access"], check=False)
+    if had(RollPluginDuringRun):  # a roll still waiting for a run must not hit the next one; the changed
+        # template goes with the DaemonSet (an apply would keep fields a patch added), deployed anew below
+        subprocess.run(["pkill", "-f", "cluster.py roll-plugin"], check=False)
+        lay = shapes.LAYOUT_OBJECTS[shapes.current()[1]]
+        kubectl("delete", "daemonset", "-n", lay.namespace, lay.daemonset, "--ignore-not-found", "--wait=true")
     if had(NvmlEvents):  # an event still waiting for a run must not hit the next one
         subprocess.run(["pkill", "-f", "cluster.py nvml-event"], check=False)
     if had(OperatorFailing) or gpunode.validator_state(kubectl) != "ready":
@@ -323,9 +353,13 @@ def apply(name: str) -> int:
         subprocess.Popen([sys.executable, str(bed.HERE / "cluster.py"), "restart-kubelet", str(restart.after_s),
                           "--during-run"],
                          stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+    if roll := f.step(RollPluginDuringRun):
+        log = (bed.STATE / "logs" / "roll-plugin.log").open("a")
+        subprocess.Popen([sys.executable, str(bed.HERE / "cluster.py"), "roll-plugin", str(roll.after_s), roll.change],
+                         stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
     if cut := f.step(CutAccess):
         log = (bed.STATE / "logs" / "cut-access.log").open("a")
-        subprocess.Popen([sys.executable, str(bed.HERE / "cluster.py"), "cut-access", str(cut.after_s)],
+        subprocess.Popen([sys.executable, str(bed.HERE / "cluster.py"), "cut-access", str(cut.after_s), cut.check],
                          stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
     want = f.counts if f.counts is not None else next(iter(gpunode.healthy_counts().values()))
     if want and not reset:

@@ -140,8 +140,22 @@ class DoubleAssign:
 
 @dataclass(frozen=True)
 class CutAccess:
-    """The suite's run-long pod loses its GPU access this many seconds after it runs (`cluster.py cut-access`)."""
+    """The suite's run-long pod of check `check` (its gpuconform.dev/check label: `access`, the held-through-the-run
+    check's; `rollout`, the rehearsal's held pods) loses its GPU access this many seconds after it runs
+    (`cluster.py cut-access DELAY_S CHECK`)."""
     after_s: float
+    check: str = "access"
+    sim_only: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class RollPluginDuringRun:
+    """The plugin's DaemonSet gets a new pod template this many seconds after a new suite run's first pod on the
+    GPU node (`cluster.py roll-plugin DELAY_S CHANGE`, in the background), as a `helm upgrade` would, and rolls:
+    `slow-start` (the new pod starts 20 s late: an init container, the old one already gone), `crashloop` (the new
+    version exits at start: a flag it does not know)."""
+    after_s: float
+    change: str
     sim_only: ClassVar[bool] = False
 
 
@@ -217,7 +231,7 @@ class ApiObject:
 DEVICE_PLUGIN_STEPS = (SimPlugin, KubeletReset, NodeLabels, NodeTaint, TopologyPolicy, RemoveImage, HogGpus,
                        OperatorFailing, RestartKubeletDuringRun, Hardware, NvidiaRuntime, DeleteRuntimeClass,
                        RuntimeHandler, CompanionCrash, DoubleAssign, CutAccess, ForeignNamespaces, SpoofPluginPod,
-                       NvmlEvents)
+                       NvmlEvents, RollPluginDuringRun)
 DRA_STEPS = (DraDriver, SignalDriverDuringRun, DraDriverGone, ControllersOff, SchedulerGates, AdminAccessPolicy,
              ApiObject)
 S = TypeVar("S")
@@ -235,6 +249,7 @@ class Expect:
     exit: int = 1  # exit codes other than 1 (a check failed): skips alone certify nothing (6), nothing failed (0)
     select: str = ""  # the suite run's -k selection ("" = every check)
     named: tuple[str, str] | None = None  # (JUnit property, text it must contain): what a passing check must say
+    args: tuple[str, ...] = ()  # more suite options for the row's run (the rollout rehearsal's)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "also", frozenset(self.also))
@@ -297,6 +312,8 @@ def _dra(name: str, breaks: str, *how, expect: Expect, node: str = DRA_NODE) -> 
 
 
 # ---------------------------------------------------------------- the device-plugin node's faults
+
+ROLLOUT = "test_plugin_rollout_keeps_running_gpu_pods_and_admits_new_ones"
 
 # In the order the fault matrix runs them (`make faults` lists them so).
 DEVICE_PLUGIN_TABLE = (
@@ -504,6 +521,24 @@ DEVICE_PLUGIN_TABLE = (
         # the run-long pod is the node's first; the vector-add keeps the run going past the Xid
         expect=Expect({"test_no_gpu_goes_out_of_service_during_the_run": "FAIL-F03-UNHEALTHY-DEVICES"},
                       select="(out_of_service or held_through or vector_add) and gpu-node-0")),
+    # The rollout rehearsal (tests/allocation/test_rollout.py), NVIDIA's own plugin rolling while the suite holds
+    # the node: in observe mode the bed's own "helm upgrade" (a changed pod template) lands 5 s after the held pods.
+    _dp("rollout-slow-start", "rollout", "a plugin upgrade whose new pod starts 20 s after the old one stopped "
+        "(maxUnavailable 1, no surge): no plugin serves the node for longer than thresholds.rolloutWindow (10 s "
+        "here), and the pods placed meanwhile are rejected by the kubelet",
+        RollPluginDuringRun(5, "slow-start"), stack="nvidia",
+        expect=Expect({ROLLOUT: "FAIL-ROLLOUT-WINDOW"}, select="rollout and gpu-node-0",
+                      args=("--gpuconform-rollout", "observe", "--gpuconform-set", "thresholds.rolloutWindow=10s"))),
+    _dp("rollout-crashloop", "rollout", "a plugin upgrade whose new version exits at start: the rollout stops on "
+        "the node with no plugin serving it",
+        RollPluginDuringRun(5, "crashloop"), stack="nvidia",
+        expect=Expect({ROLLOUT: "FAIL-ROLLOUT-STUCK"}, select="rollout and gpu-node-0",
+                      args=("--gpuconform-rollout", "observe", "--gpuconform-set", "rollout.timeout=40s"))),
+    _dp("rollout-access-lost", "rollout", "a held pod loses its GPU while the plugin restarts, as when a toolkit "
+        "rolled out with it reloads systemd and resets the containers' device rules",
+        CutAccess(3, "rollout"), stack="nvidia",
+        expect=Expect({ROLLOUT: "FAIL-ROLLOUT-ACCESS-LOST"}, select="rollout and gpu-node-0",
+                      args=("--gpuconform-rollout", "restart"))),
 )
 
 
@@ -549,6 +584,11 @@ DRA_TABLE = (
          expect=Expect({"test_advertised_gpus_match_the_pci_hardware": "FAIL-NUMA-MISREPORTED",
                         "test_guaranteed_gpu_pod_gets_cpus_and_gpu_on_one_numa_node": "FAIL-NUMA-MISREPORTED"},
                        select="(pci_hardware or numa_node) and dra")),
+    _dra("rollout-no-seamless", "the driver deletes its ResourceSlices when it stops and its DaemonSet replaces pods "
+         "without surge (no seamless upgrade): a restart leaves the node with no slices for about two seconds",
+         DraDriver("no-seamless-upgrade"),
+         expect=Expect({ROLLOUT: "FAIL-DRA-SLICES-WIPED"}, select="rollout and dra",
+                       args=("--gpuconform-rollout", "restart"))),
     _dra("taint-during-run", "the driver, healthy when the run starts, taints its last GPU out of service (as on an "
          "XID) one second after the suite's first pod lands on the DRA node",
          DraDriver("taint-on-signal"), SignalDriverDuringRun(1),

@@ -415,7 +415,8 @@ def stack_plugin_objects(layout: str, config: dict | None = None, host_dir: str 
     """The current stack's plugin objects for the current profile (`config` replaces the healthy one)."""
     profile = shapes.current()[0]
     if shapes.current_stack() == "nvidia":
-        return nvidia.plugin_objects(layout, config if config is not None else shapes.nvidia_config(profile), host_dir)
+        return nvidia.plugin_objects(layout, config if config is not None else shapes.nvidia_config(profile), host_dir,
+                                     image=nvidia.plugin_image_name(nvidia.plugin_version(read_state())))
     return shapes.plugin_objects(layout, config or shapes.plugin_config(profile), host_dir)
 
 
@@ -494,4 +495,75 @@ def switch(profile: str, layout: str, stack: str | None = None) -> int:
     say(f"bed is now profile {profile}, layout {layout}, {new_stack} plugin (was {old_profile}, {old_layout}, "
         f"{old_stack}): plugin {shapes.LAYOUT_OBJECTS[layout].daemonset} in {shapes.LAYOUT_OBJECTS[layout].namespace}, "
         "advertising " + ", ".join(f"{r}={n}" for r, n in shapes.resources(profile).items()))
+    return 0
+
+
+# ---------------------------------------------------------------- NVIDIA's plugin release (rollout rehearsal)
+
+PLUGIN_REGISTERED = "Registered device plugin for"  # internal/plugin/server.go (v0.18.2 and v0.19.3), after Register
+# The kubelet's answer to a registration at a socket it still has an endpoint for (kubernetes v1.37.2
+# pkg/kubelet/cm/devicemanager/manager.go PluginConnected), which the plugin logs and retries every 30 s. Seen when
+# a registration failed while the old plugin was still connected: the failed client's cleanup (plugin/v1beta1
+# handler.go connectClient -> deregisterClient, by socket path) also drops the old client, so its end never
+# removes its endpoint, and every later plugin at that path is refused until the kubelet restarts.
+PLUGIN_REFUSED = "device plugin already connected"
+
+
+def plugin_version(version: str) -> int:
+    """Rolls the NVIDIA plugin DaemonSet of the running bed to NVIDIA's release `version` (nvidia.PLUGIN_TAGS) as a
+    `helm upgrade` of its chart to that release does: the pod template's image changes (image.tag; the chart's
+    DaemonSet template is the same at both releases for the bed's values) and the DaemonSet controller replaces the
+    pod (RollingUpdate). The release's binary is built first when missing (`build.sh nvidia-prev`) and its image
+    imported into the node's containerd, so the new pod starts from it (imagePullPolicy IfNotPresent, no registry).
+    The release is kept in the state: later applies of the plugin (faults, `bed`, `up` in place) keep it. GFD stays
+    at nvidia.TAG. Waits until the new pod runs, has registered with the kubelet and the node advertises its GPUs."""
+    nvidia.check_tag(version)
+    if not pid_of("kube-apiserver") or not pid_of("kubelet"):
+        raise BedError("the local cluster is not running; run `make cluster-up` first")
+    if shapes.current_stack() != "nvidia":
+        profile, layout = shapes.current()
+        raise BedError(f"the node runs the simulated plugin (profile {profile}, layout {layout}), not NVIDIA's: switch "
+                       f"it first (`make bed PROFILE=plain LAYOUT={layout} STACK=nvidia`; mig-mixed always runs the "
+                       "simulated one)")
+    bins = build(quiet=True)
+    kubectl = Kubectl(bins)
+    layout = shapes.current()[1]
+    lay = shapes.LAYOUT_OBJECTS[layout]
+    image = nvidia.plugin_image_name(version)
+    was = kubectl("get", "daemonset", "-n", lay.namespace, lay.daemonset, "-o",
+                  "jsonpath={.spec.template.spec.containers[0].image}", check=False).strip() or "none"
+    img = nvidia.plugin_image(version, nvidia.release_bins(version))
+    archive = imagebuild.write_archive(img, STATE / "images" / (img.name.rsplit("/", 1)[-1].replace(":", "_") + ".tar"))
+    ctr("images", "import", str(archive))
+    say(f"imported {image} into {NODE_NAME}'s containerd")
+    write_state(plugin_version=version)
+    kubectl.apply(*stack_plugin_objects(layout))
+    kubectl("rollout", "status", "daemonset", "-n", lay.namespace, lay.daemonset, "--timeout=180s")
+
+    def new_pod() -> dict | None:
+        for p in shapes.plugin_pods(kubectl, layout):
+            if p["spec"]["containers"][0]["image"] == image and p.get("status", {}).get("phase") == "Running":
+                return p
+        return None
+
+    log = {"text": ""}
+
+    def registered_or_refused() -> bool:
+        p = new_pod()
+        if p is None:
+            return False
+        log["text"] = kubectl("logs", "-n", lay.namespace, p["metadata"]["name"], check=False)
+        return PLUGIN_REGISTERED in log["text"] or log["text"].count(PLUGIN_REFUSED) >= 2
+
+    wait_for(f"NVIDIA's plugin {version} to register with the kubelet", registered_or_refused, 120, "kubelet")
+    if PLUGIN_REGISTERED not in log["text"]:
+        raise BedError(f"the kubelet refuses NVIDIA's plugin {version} at every try ('{PLUGIN_REFUSED}'): it still "
+                       "holds the endpoint of an earlier plugin at that socket, which it keeps until it restarts "
+                       "(`python3 localcluster/cluster.py restart-kubelet`, then plugin-version again); the "
+                       f"DaemonSet runs {image}")
+    wait_plugin_registered(kubectl)
+    pod = new_pod() or {"metadata": {"name": "?"}}
+    say(f"NVIDIA device plugin is now {version} (was {was}): DaemonSet {lay.namespace}/{lay.daemonset} rolled to "
+        f"{image}, pod {pod['metadata']['name']} registered, {NODE_NAME} advertising "
+        + ", ".join(f"{r}={n[0]}" for r, n in advertised(kubectl, NODE_NAME).items()))
     return 0

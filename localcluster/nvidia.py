@@ -11,12 +11,18 @@ values, each what a platform team sets for such a node (docs/vendors.md):
 Left out: the chart's config-manager sidecar (it only picks one of several configs by node label: the plugin reads
 the one config file directly) and NFD's worker (the host has no NVIDIA PCI function for it to find: the bed writes
 its pci-10de label, as before).
+
+The plugin DaemonSet can run the previous release, PREV_TAG, for rollout rehearsals (`cluster.py plugin-version`,
+gpunode.plugin_version): its binary is built only when asked (`build.sh nvidia-prev`), and the release the bed runs
+is kept in the state (`plugin_version`), so every later apply of the plugin keeps it, as a Helm release keeps its
+chart version. GFD stays at TAG.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import bed
@@ -25,6 +31,8 @@ import shapes
 
 TAG = "v0.19.3"  # the newest k8s-device-plugin tag the Go module proxy serves that builds (docs/vendors.md)
 NFD_TAG = "v0.17.3"  # the node-feature-discovery chart the plugin's chart depends on at TAG (Chart.yaml)
+PREV_TAG = "v0.18.2"  # the release before TAG (the proxy serves it and it builds), for `cluster.py plugin-version`
+PLUGIN_TAGS = (PREV_TAG, TAG)
 IMAGE = f"nvcr.io/nvidia/k8s-device-plugin:{TAG}"
 NFD_IMAGE = f"registry.k8s.io/nfd/node-feature-discovery:{NFD_TAG}"
 DRIVER_ROOT = bed.GPU_SIM
@@ -77,21 +85,58 @@ def clear_events() -> None:
         pass
 
 
+def plugin_image_name(tag: str) -> str:
+    return f"nvcr.io/nvidia/k8s-device-plugin:{tag}"
+
+
+def plugin_version(state: dict) -> str:
+    """The plugin release the bed runs (state `plugin_version`, written by `cluster.py plugin-version`; else TAG)."""
+    return state.get("plugin_version") or TAG
+
+
+def check_tag(tag: str) -> None:
+    if tag not in PLUGIN_TAGS:
+        raise bed.BedError(f"no NVIDIA device plugin release {tag!r} on the bed: one of {', '.join(PLUGIN_TAGS)}")
+
+
+def release_bins(tag: str) -> Path:
+    """The directory with NVIDIA's binaries at `tag`: build.sh's NVIDIA_BIN for TAG; for PREV_TAG the plugin alone,
+    built on first use (`build.sh nvidia-prev`, cached like every group; its progress is shown)."""
+    check_tag(tag)
+    if tag == TAG:
+        return bed.build(quiet=True).nvidia
+    out = subprocess.run([str(bed.HERE / "build.sh"), "nvidia-prev"], stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "NVIDIA_PREV_TAG": tag})
+    dirs = dict(line.split("=", 1) for line in out.stdout.split())
+    if out.returncode or "NVIDIA_PREV_BIN" not in dirs:
+        raise bed.BedError(f"building NVIDIA's device plugin {tag} failed (see the [build] lines above)")
+    return Path(dirs["NVIDIA_PREV_BIN"])
+
+
+def plugin_image(tag: str, nv: Path) -> imagebuild.Image:
+    """NVIDIA's plugin image at `tag` from the binaries in `nv`: both, as upstream's image has them, where both were
+    built (TAG), else the plugin alone (PREV_TAG), with the C library they link."""
+    bins = [b for b in ("nvidia-device-plugin", "gpu-feature-discovery") if (nv / b).exists()]
+    return imagebuild.Image(plugin_image_name(tag), [], cmd=["nvidia-device-plugin"], labels=bed.IMAGE_LABEL,
+                            env=["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                                 # upstream's deployments/container/Dockerfile
+                                 "NVIDIA_DISABLE_REQUIRE=true", "NVIDIA_VISIBLE_DEVICES=all",
+                                 "NVIDIA_DRIVER_CAPABILITIES=utility"],
+                            files=[(f"usr/bin/{b}", nv / b) for b in bins]
+                            + imagebuild.shared_libs([nv / "nvidia-device-plugin"]))
+
+
 def images(bins: bed.Bins) -> list:
-    """The plugin image (both binaries, as upstream's image has them, with the C library they link) and NFD's."""
+    """The plugin image (both binaries, as upstream's image has them, with the C library they link) and NFD's; and
+    the plugin image of the release the state names, where that is not TAG (a bed restarted in place after
+    `plugin-version PREV_TAG` keeps running it)."""
     nv = bins.nvidia
-    return [
-        imagebuild.Image(IMAGE, [], cmd=["nvidia-device-plugin"], labels=bed.IMAGE_LABEL,
-                         env=["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                              # upstream's deployments/container/Dockerfile
-                              "NVIDIA_DISABLE_REQUIRE=true", "NVIDIA_VISIBLE_DEVICES=all",
-                              "NVIDIA_DRIVER_CAPABILITIES=utility"],
-                         files=[("usr/bin/nvidia-device-plugin", nv / "nvidia-device-plugin"),
-                                ("usr/bin/gpu-feature-discovery", nv / "gpu-feature-discovery")]
-                         + imagebuild.shared_libs([nv / "nvidia-device-plugin"])),
-        imagebuild.Image(NFD_IMAGE, [], cmd=["nfd-master"], labels=bed.IMAGE_LABEL,
-                         files=[("usr/bin/nfd-master", nv / "nfd-master")]),
-    ]
+    imgs = [plugin_image(TAG, nv),
+            imagebuild.Image(NFD_IMAGE, [], cmd=["nfd-master"], labels=bed.IMAGE_LABEL,
+                             files=[("usr/bin/nfd-master", nv / "nfd-master")])]
+    if (tag := plugin_version(bed.read_state())) != TAG:
+        imgs.append(plugin_image(tag, release_bins(tag)))
+    return imgs
 
 
 # ---------------------------------------------------------------- the chart's objects
@@ -118,8 +163,10 @@ def chart_env(layout: str, config: dict | None) -> dict[str, str]:
     return env
 
 
-def plugin_objects(layout: str, config: dict | None, host_dir: str = bed.DEVICE_PLUGIN_DIR) -> list[dict]:
-    """The plugin's ConfigMap (when the profile has a config) and DaemonSet, with the layout's names and labels."""
+def plugin_objects(layout: str, config: dict | None, host_dir: str = bed.DEVICE_PLUGIN_DIR,
+                   image: str = IMAGE) -> list[dict]:
+    """The plugin's ConfigMap (when the profile has a config) and DaemonSet, with the layout's names and labels;
+    `image`: the release's (plugin_image_name), as the chart's image.tag sets it."""
     lay = shapes.LAYOUT_OBJECTS[layout]
     objs = shapes.namespace_objects(layout)
     mounts = [{"name": "kubelet-device-plugins-dir", "mountPath": "/var/lib/kubelet/device-plugins"},
@@ -143,7 +190,7 @@ def plugin_objects(layout: str, config: dict | None, host_dir: str = bed.DEVICE_
                      "priorityClassName": "system-node-critical", "runtimeClassName": bed.NVIDIA_RUNTIME,
                      "tolerations": TOLERATIONS, "affinity": shapes.affinity(),
                      "containers": [{
-                         "name": "nvidia-device-plugin-ctr", "image": IMAGE, "imagePullPolicy": "IfNotPresent",
+                         "name": "nvidia-device-plugin-ctr", "image": image, "imagePullPolicy": "IfNotPresent",
                          "command": ["nvidia-device-plugin"],
                          "env": _env(chart_env(layout, config))
                          + _env({"NVIDIA_MIG_MONITOR_DEVICES": "all", "NVIDIA_VISIBLE_DEVICES": "all",

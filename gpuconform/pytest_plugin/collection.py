@@ -29,10 +29,13 @@ def parametrize(metafunc: pytest.Metafunc, names: list[str] | None) -> None:
 
 def deselect(config: pytest.Config, cfg: Config, items: list[pytest.Item],
              on_dra: Callable[[str], bool] = lambda node: False) -> None:
-    """Drops the checks that do not apply: the GPU operator's without operator.namespace; a DRA-only check
+    """Drops the checks that do not apply: the GPU operator's without operator.namespace; the rollout rehearsal
+    without rollout.mode; a DRA-only check
     (catalog.DRA_ONLY) on a node whose GPUs no DRA driver serves (`on_dra`: the node's path)."""
     def off(i: pytest.Item) -> bool:
         if not cfg.get("operator.namespace") and i.get_closest_marker("gpu_operator"):
+            return True
+        if not cfg.get("rollout.mode") and i.get_closest_marker("rollout"):
             return True
         node = getattr(i, "callspec", None) and i.callspec.params.get("gpu_node")
         return getattr(i, "originalname", "") in DRA_ONLY and not (node and on_dra(node))

@@ -48,6 +48,8 @@ MARKERS = (
     "spans_run: the check starts first on its node and holds a device until the node's other checks are done; "
     "gpuconform/pytest_plugin/scheduler.py",
     "gpu_operator: checks the GPU operator's validation; deselected unless operator.namespace is set",
+    "rollout: the rollout rehearsal; deselected unless rollout.mode is set; starts before any other check of its "
+    "node and runs there alone (gpuconform/pytest_plugin/scheduler.py)",
 )
 
 _ACTIVE = pytest.StashKey[str]()  # why the run is active ("" when inert), decided once per run

@@ -13,10 +13,12 @@ import pytest
 
 from gpuconform import counts, discovery, dradevices, nodemode, nodes, pods, timing, verdicts
 from gpuconform.allocpath import AllocationPath
+from gpuconform.verdicts import rollout
 from gpuconform.reasons import EnvironmentProblem, Violation
 
 from .evidence import Evidence
 from . import paths
+from . import rollout as rollout_io
 from .handover import hand_over, raise_for
 from .livelog import log
 from .podwait import wait_for_pods
@@ -238,7 +240,16 @@ class NodeCheck:
     def socket_probe_pod(self) -> dict:
         return pods.socket_probe_pod(self.pod_name("socket"), self.namespace(privileged=True), self.run_id,
                                      self.node, self.cfg, self.timeouts.pod_complete,
-                                     self.facts.registry_dir)
+                                     self.facts.registry_dir, recursive=self.host_mounts())
+
+    def host_mounts(self) -> str:
+        """How the host readers mount on this node: recursively read-only where its runtime reports it can
+        (pods.recursive_read_only), noted in the evidence where it cannot."""
+        mode = pods.recursive_read_only(self.node_object())
+        if mode != pods.RRO_ENABLED:
+            self.note("host path mounts", "the node's runtime reports no recursiveReadOnlyMounts "
+                      "(status.runtimeHandlers): mounted read-only, submounts not (recursiveReadOnly IfPossible)")
+        return mode
 
     def start(self, manifest: dict) -> str:
         """Creates the pod (this check's: deleted when it ends, shown in its evidence) and returns its name. A
@@ -367,7 +378,9 @@ class NodeCheck:
         hand_over(self.probe_off())  # before any namespace is made
         ns = self.namespace(privileged=True)
         name, _ = self.run_to_completion(pods.node_probe_pod(self.pod_name("nodeprobe", tag), ns, self.run_id,
-                                                             self.node, self.cfg, self.timeouts.pod_complete))
+                                                             self.node, self.cfg, self.timeouts.pod_complete,
+                                                             recursive=self.host_mounts(),
+                                                             checkpoint=not self.facts.by_claim))
         text = self.log(name)
         report, problems = verdicts.probe_report(text)
         self.note("node probe report", report or text[-2000:])
@@ -416,6 +429,10 @@ class NodeCheck:
         """From now on this check needs every free device of the node: waits until the node's other GPU checks
         are done (latency: single samples beside other checks, then its burst alone)."""
         self.turn.take_every_gpu()
+
+    def rehearse_rollout(self) -> "rollout.Rollout":
+        """The rollout rehearsal on this node (gpuconform/pytest_plugin/rollout.py): what it saw."""
+        return rollout_io.Rehearsal(self).run()
 
     def wait_for_rest_of_node(self) -> None:
         """Returns once every other check on the node is done (a spans_run check)."""

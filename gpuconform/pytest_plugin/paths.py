@@ -98,6 +98,10 @@ class DevicePluginPath:
         found = hw + al + verdicts.reported_numa_findings(c.node, exp, report)
         c.hand_over(verdicts.folded([f for f in found if REASONS[f.code].outcome == "fail"] or found))
 
+    def slices_now(self) -> int | None:
+        """The driver's ResourceSlices for the node now (the rollout rehearsal's samples): None on this path."""
+        return None
+
     def health_through_run(self) -> None:
         """No device goes out of service while the node's checks run: what the node offers is read when they start
         and again once they have all ended (went_out_of_service)."""
@@ -242,6 +246,10 @@ class DraPath(DevicePluginPath):
         c.record("pci_gpus", len(hw_ev.get("pci GPUs", [])))
         found = hw + [f for f in topo if REASONS[f.code].outcome == "fail"]  # the NUMA check says what is not
         c.hand_over(verdicts.folded([f for f in found if REASONS[f.code].outcome == "fail"] or found))
+
+    def slices_now(self) -> int | None:
+        """The driver's ResourceSlices for the node now (from the slice watch)."""
+        return sum(1 for s in self.check.resource_slices() if (s.get("spec") or {}).get("driver") == self.facts.driver)
 
     def offered(self, at_end: bool) -> counts.Offered:
         """The driver's published GPUs and its devices tainted out of service now (its slices and the

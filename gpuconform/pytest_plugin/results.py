@@ -42,6 +42,10 @@ class Results:
         """The latency samples the checks measured, in result order."""
         return [m["latency"] for m in self.measured if m.get("latency")]
 
+    def rollouts(self) -> list[dict]:
+        """The rollout rehearsal's figures, one per node, in result order."""
+        return [m["rollout"] for m in self.measured if m.get("rollout")]
+
 
 def properties(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport,
                requirements: list[str] = ()) -> list[tuple[str, Any]]:

@@ -25,7 +25,10 @@ def count_findings(node: dict, exp: Expectation, plugin_logs: list[str] | None =
     unhealthy = None if plugin_logs is None else [i for log in plugin_logs for i in counts.unhealthy_from_log(log)]
     found = check_counts(node, exp, unhealthy) + stale_resources(node, exp)
     if exp.advertised is None and exp.mig_strategy != "mixed":  # nothing to compare the count with: never a pass
-        found.append(Finding("NOTCHECKED-OPTIONAL", f"{node['metadata']['name']}: the node's GPU count is unknown "
+        # a missing label is the operator's choice (no GFD, no nodes.expectedGpus): not checked; a malformed one is
+        # data someone wrote wrong, and a label writer must not certify a node by it (issue 29, review T4)
+        found.append(Finding("ERROR-MALFORMED-DATA" if exp.malformed else "NOTCHECKED-OPTIONAL",
+                             f"{node['metadata']['name']}: the node's GPU count is unknown "
                              f"({exp.source}): what it advertises ({counts.advertised(node, exp.resource)[0]} "
                              f"{exp.resource}) was not compared with the hardware"))
     return folded(found)

@@ -77,15 +77,17 @@ def alignment_from_log(log: str) -> probes.Alignment:
                 node_cpus[int(k[5:])] = probes.parse_cpulist(v)
     except ValueError as e:  # a malformed cpulist: nothing to judge, said so (not a crash, not a pass)
         why = f"malformed probe output: {e}"
-        return probes.Alignment(None, frozenset(), frozenset(), why, unknown=why)
+        return probes.Alignment(None, frozenset(), frozenset(), why, unknown=why, malformed=True)
     return probes.alignment(cpus, node_cpus, gpu_numa)
 
 
 def numa_findings(node: str, al: probes.Alignment) -> list[Finding]:
     """CPUs and GPU on one NUMA node; SKIP-NUMA-NA (a skip) when the GPU reports no NUMA affinity; NOTCHECKED-OPTIONAL
-    when the probe's output does not show which NUMA nodes the pod's CPUs are on."""
+    when the probe's output does not show which NUMA nodes the pod's CPUs are on; ERROR-MALFORMED-DATA when what it
+    shows does not parse (a cpulist that is not one)."""
     if al.unknown:
-        return [Finding("NOTCHECKED-OPTIONAL", f"{node}: NUMA alignment not checked: {al.unknown}")]
+        return [Finding("ERROR-MALFORMED-DATA" if al.malformed else "NOTCHECKED-OPTIONAL",
+                        f"{node}: NUMA alignment not checked: {al.unknown}")]
     if al.aligned is None:
         return [Finding("SKIP-NUMA-NA", f"{node}: {al.detail}")]
     return [] if al.aligned else [Finding("FAIL-NUMA-MISALIGNED", f"{node}: {al.detail}")]

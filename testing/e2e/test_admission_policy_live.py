@@ -27,6 +27,7 @@ from bedtools import KUBECTL, KUBECONFIG, ROOT, as_list, kubectl, token_kubeconf
 from test_incluster import NS, delete_all, suite_lock
 
 POLICY = "gpuconform-writes"
+PARAMS = "gpuconform-policy"  # the policy's parameters (ConfigMap in gpuconform-system)
 REFUSED = f"ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request"
 RUN = f"vap-{secrets.token_hex(3)}"
 MAIN, NODE = f"gpuconform-{RUN}", f"gpuconform-{RUN}-node"
@@ -38,10 +39,14 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
 
 
 def shipped_identity() -> list[dict]:
-    """The runner namespace, the ServiceAccount with its ClusterRoles, and the admission policy, as shipped."""
+    """The runner namespace, the ServiceAccount with its ClusterRoles, and the admission policy, as shipped, with
+    the policy's sysfsPath parameter set to the bed's simulated tree (localcluster/gpuconform.yaml
+    nodeProbe.sysfsPath), as an operator sets it to the suite config's."""
     objs = []
     for f in ("namespace.yaml", "rbac.yaml", "rbac-policy.yaml"):
         objs += [o for o in yaml.safe_load_all((ROOT / "manifests" / f).read_text()) if o]
+    param = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == PARAMS)
+    param["data"]["sysfsPath"] = bed_cfg().get("nodeProbe.sysfsPath").rstrip("/")
     return objs
 
 
@@ -85,8 +90,11 @@ def suite_pods() -> list[dict]:
     cfg = bed_cfg()
     return [pods.probe_pod(f"count-{GPU_NODE}", MAIN, RUN, "count", GPU_NODE, cfg, gpus=1, resource="nvidia.com/gpu"),
             pods.vector_add_pod(f"va-{GPU_NODE}", MAIN, RUN, GPU_NODE, cfg, 60, "nvidia.com/gpu"),
+            pods.run_long_pod(f"access-{GPU_NODE}", MAIN, RUN, "access", GPU_NODE, cfg, "nvidia.com/gpu"),
             pods.socket_probe_pod(f"socket-{GPU_NODE}", NODE, RUN, GPU_NODE, cfg, 60),
-            pods.node_probe_pod(f"nodeprobe-hw-{GPU_NODE}", NODE, RUN, GPU_NODE, cfg, 60)]
+            pods.socket_probe_pod(f"socket-dra-{GPU_NODE}", NODE, RUN, GPU_NODE, cfg, 60, "plugins_registry"),
+            pods.node_probe_pod(f"nodeprobe-hw-{GPU_NODE}", NODE, RUN, GPU_NODE, cfg, 60),
+            pods.node_probe_pod(f"nodeprobe-dra-{GPU_NODE}", NODE, RUN, GPU_NODE, cfg, 60, checkpoint=False)]
 
 
 def hostile_pod(namespace: str, name: str, **spec_over) -> dict:
@@ -101,6 +109,23 @@ def hostile_pod(namespace: str, name: str, **spec_over) -> dict:
 def host_root_pod() -> dict:
     p = hostile_pod(NODE, "hostroot", volumes=[{"name": "root", "hostPath": {"path": "/"}}])
     p["spec"]["containers"][0]["volumeMounts"] = [{"name": "root", "mountPath": "/host", "readOnly": True}]
+    return p
+
+
+def host_path_pod(path: str, kind: str | None = "Directory", recursive: str | None = "Enabled",
+                  root: bool = False) -> dict:
+    """A suite-shaped pod in the -node namespace mounting one host path read-only (`kind`, `recursive`: None
+    leaves the field out), as uid 1000 or (`root`) as the node probe's uid 0."""
+    import copy
+
+    from gpuconform import pods
+
+    p = copy.deepcopy(hostile_pod(NODE, "hostpath", volumes=[
+        {"name": "h", "hostPath": {"path": path, **({"type": kind} if kind else {})}}]))
+    p["spec"]["containers"][0]["volumeMounts"] = [{"name": "h", "mountPath": "/host", "readOnly": True,
+                                                   **({"recursiveReadOnly": recursive} if recursive else {})}]
+    if root:
+        p["spec"]["securityContext"] = copy.deepcopy(pods.HOST_READER_ROOT_POD)
     return p
 
 
@@ -172,6 +197,34 @@ MISUSES = {
     "relabelling the restricted run namespace privileged": ("patch", (MAIN, {"labels": {
         "pod-security.kubernetes.io/enforce": "privileged"}})),
     "labelling a foreign namespace as a run's": ("patch", (FOREIGN, {"labels": {"gpuconform.dev/run": RUN}})),
+    # issue 29 (security-review-2026-12b): allow-lists, not deny-lists
+    "P1: the device-plugins directory (kubelet.sock) in a uid 0 pod": ("create", lambda: host_path_pod(
+        "/var/lib/kubelet/device-plugins", root=True)),
+    "P2: another pod's emptyDir holding a symlink named sys": ("create", lambda: host_path_pod(
+        "/var/lib/kubelet/pods/0b6a2c1e-1111-2222-3333-444455556666/volumes/kubernetes.io~empty-dir/d/x/sys",
+        root=True)),
+    "P2: a kubelet-like path the runtime would create": ("create", lambda: host_path_pod(
+        "/etc/kubernetes/manifests/kubelet/device-plugins")),
+    "P2: the pod-resources directory as DirectoryOrCreate": ("create", lambda: host_path_pod(
+        "/var/lib/kubelet/pod-resources", kind="DirectoryOrCreate", root=True)),
+    "P2: sysfs without recursiveReadOnly": ("create", lambda: host_path_pod(
+        bed_cfg().get("nodeProbe.sysfsPath").rstrip("/"), recursive=None, root=True)),
+    "P2: sysfs recursiveReadOnly IfPossible under the shipped Enabled parameter": ("create", lambda: host_path_pod(
+        bed_cfg().get("nodeProbe.sysfsPath").rstrip("/"), recursive="IfPossible", root=True)),
+    "P3: a run namespace created with the DRA admin-access label": ("create", lambda: {
+        **run_namespace(f"gpuconform-{RUN}a", "restricted"), "metadata": {
+            **run_namespace(f"gpuconform-{RUN}a", "restricted")["metadata"],
+            "labels": {**run_namespace(f"gpuconform-{RUN}a", "restricted")["metadata"]["labels"],
+                       "gpuconform.dev/run": f"{RUN}a", "resource.kubernetes.io/admin-access": "true"}}}),
+    "P3: a run namespace created with a PodNodeSelector annotation": ("create", lambda: {
+        **run_namespace(f"gpuconform-{RUN}b", "restricted"), "metadata": {
+            **run_namespace(f"gpuconform-{RUN}b", "restricted")["metadata"],
+            "labels": {**run_namespace(f"gpuconform-{RUN}b", "restricted")["metadata"]["labels"],
+                       "gpuconform.dev/run": f"{RUN}b"},
+            "annotations": {"gpuconform.dev/heartbeat": "2026-12-04T10:11:12Z",
+                            "scheduler.alpha.kubernetes.io/node-selector": "node-role.kubernetes.io/control-plane="}}}),
+    "P3: a run namespace patched with another annotation": ("patch", (MAIN, {"annotations": {
+        "scheduler.alpha.kubernetes.io/node-selector": "x=y"}})),
 }
 
 
@@ -189,3 +242,46 @@ def test_each_misuse_of_the_token_is_refused_by_the_policy(sa, misuse):
     assert REFUSED in out.stderr, f"{misuse}: refused, but not by the policy: {out.stderr}"
     if misuse.startswith("deleting another team's"):
         assert kubectl("get", "namespace", FOREIGN, "-o", "name").strip() == f"namespace/{FOREIGN}"
+
+
+def test_admin_access_only_in_a_dry_run(sa):
+    """P3: a ResourceClaim asking DRA admin access is admitted as the suite's own server-side dry run (its
+    admin-access trial) and refused by the policy when it would be stored. The run namespace is labelled
+    resource.kubernetes.io/admin-access=true by the admin for this test (the API server itself refuses admin access
+    in an unlabelled namespace before admission: the policy's refusal is what this shows); label removed after."""
+    from gpuconform import pods
+
+    claim = pods.claim(f"admin-{RUN}", MAIN, RUN, "gpu.nvidia.com", 1, admin_access=True)
+    kubectl("label", "namespace", MAIN, "resource.kubernetes.io/admin-access=true", "--overwrite")
+    try:
+        trial = as_sa(sa, "create", "--dry-run=server", "-f", "-", obj=claim)
+        assert trial.returncode == 0, f"the suite's admin-access trial (dry run) was refused: {trial.stderr}"
+        stored = as_sa(sa, "create", "-f", "-", obj=claim)
+        assert stored.returncode != 0, f"an admin-access claim was stored: {stored.stdout}"
+        assert REFUSED in stored.stderr and "adminAccess" in stored.stderr, stored.stderr
+    finally:
+        kubectl("delete", "resourceclaim", "-n", MAIN, f"admin-{RUN}", "--ignore-not-found", check=False)
+        kubectl("label", "namespace", MAIN, "resource.kubernetes.io/admin-access-", check=False)
+
+
+def test_without_its_parameters_the_policy_refuses_every_write(sa):
+    """The binding's parameterNotFoundAction is Deny: with the ConfigMap gone, even the suite's own pod is refused
+    (fail closed); restored after."""
+    from gpuconform import pods
+
+    param = next(o for o in shipped_identity() if o["kind"] == "ConfigMap" and o["metadata"]["name"] == PARAMS)
+    p = pods.probe_pod(f"count-{GPU_NODE}", MAIN, RUN, "count", GPU_NODE, bed_cfg(), gpus=0)
+    kubectl("delete", "configmap", "-n", NS, PARAMS)
+    try:
+        end, out = time.monotonic() + 30, None
+        while time.monotonic() < end:
+            out = as_sa(sa, "create", "--dry-run=server", "-f", "-", obj=p)
+            if out.returncode != 0:
+                break
+            time.sleep(1)
+        assert out is not None and out.returncode != 0 and POLICY in out.stderr, out and out.stderr
+    finally:
+        kubectl("apply", "-f", "-", input=json.dumps(param))
+        end = time.monotonic() + 30
+        while time.monotonic() < end and as_sa(sa, "create", "--dry-run=server", "-f", "-", obj=p).returncode:
+            time.sleep(1)

@@ -74,7 +74,8 @@ def test_fault_is_detected_by_its_check_with_its_reason_code(fault, tmp_path):
     bed("fault", fault)
     junit = tmp_path / "junit.xml"
     try:
-        rc, s = run_suite(tmp_path, "--junitxml", str(junit), *(("-k", expect.select) if expect.select else ()))
+        rc, s = run_suite(tmp_path, "--junitxml", str(junit), *(("-k", expect.select) if expect.select else ()),
+                          *expect.args)
     finally:
         bed("fault-clear")
     by_check = {r["check"]: r for r in s["results"]}
@@ -110,7 +111,7 @@ def test_dra_fault_is_detected_on_the_dra_node_with_its_code(fault, dra_node, tm
     node = DRA_ROW_NODE[fault]
     bed("dra", "fault", fault)
     try:
-        rc, s = run_suite(tmp_path, "-k", select)
+        rc, s = run_suite(tmp_path, "-k", select, *expect.args)
     finally:
         bed("dra", "fault")
     got = {r["check"]: r for r in s["results"] if r["node"] == node}

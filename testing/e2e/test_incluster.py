@@ -4,6 +4,8 @@ The manifests are applied as shipped, with these adaptations for the bed, all in
 - the bed runs no kube-proxy, so the `kubernetes` Service VIP is unreachable from pods: the Job's container gets
   KUBERNETES_SERVICE_HOST/PORT set to the API server's endpoint (read from the Service's EndpointSlice);
 - the ConfigMap gets the bed's current config (localcluster/gpuconform.yaml; the shipped copy is its snapshot);
+- the admission policy's parameters (ConfigMap gpuconform-policy) get the bed's sysfs path, and recursiveReadOnly
+  IfPossible where a node's runtime cannot mount recursively read-only (policy_params);
 - no CPU request for the runner and its reports sidecar: the bed's only real node has 1 allocatable CPU, and the
   topology check's Guaranteed pod needs all of it (on a real cluster the runner prefers non-GPU nodes and requests
   100m);
@@ -62,10 +64,26 @@ def apiserver_endpoint() -> tuple[str, str]:
     return sl["endpoints"][0]["addresses"][0], str(sl["ports"][0]["port"])
 
 
+def policy_params(objs: list[dict]) -> None:
+    """The admission policy's parameters set for the bed, as an operator sets them for a cluster: sysfsPath to the
+    suite config's (the simulated PCI tree), and recursiveReadOnly IfPossible where a GPU node's runtime reports no
+    recursive read-only mounts (the device-plugin node's containerd 1.6 publishes no status.runtimeHandlers; the
+    DRA node's containerd 2.x does)."""
+    from gpuconform import pods
+
+    cfg = yaml.safe_load((ROOT / "localcluster" / "gpuconform.yaml").read_text())
+    data = find(objs, "ConfigMap", "gpuconform-policy")["data"]
+    data["sysfsPath"] = (cfg.get("nodeProbe") or {}).get("sysfsPath", data["sysfsPath"]).rstrip("/")
+    gpu_nodes = [n for n in get("nodes")["items"] if (n["metadata"].get("labels") or {}).get("type") != "kwok"]
+    if any(pods.recursive_read_only(n) != pods.RRO_ENABLED for n in gpu_nodes):
+        data["recursiveReadOnly"] = pods.RRO_IF_POSSIBLE
+
+
 def bed_objects(run_id: str, window: int) -> list[dict]:
     objs = copy.deepcopy(manifests())
     find(objs, "ConfigMap", "gpuconform-config")["data"]["gpuconform.yaml"] = \
         (ROOT / "localcluster" / "gpuconform.yaml").read_text()
+    policy_params(objs)
     job = find(objs, "Job", JOB)
     job["spec"]["activeDeadlineSeconds"] = 420  # a hung run cannot outlive the test's budget
     ctr = job["spec"]["template"]["spec"]["containers"][0]

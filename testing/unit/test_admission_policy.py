@@ -33,6 +33,22 @@ def shipped() -> tuple[dict, dict]:
     return policy, binding
 
 
+def shipped_params() -> dict:
+    """The policy's parameters as shipped (the ConfigMap the binding's paramRef names)."""
+    docs = [d for d in yaml.safe_load_all(POLICY_FILE.read_text()) if d]
+    return next(d for d in docs if d["kind"] == "ConfigMap")
+
+
+def params(**data: str) -> dict:
+    """The shipped parameters with `data` changed (the bed's sysfsPath, another kubelet dir)."""
+    out = copy.deepcopy(shipped_params())
+    out["data"].update(data)
+    return out
+
+
+BED_PARAMS = {"sysfsPath": "/var/lib/gpu-sim/sys"}  # localcluster/gpuconform.yaml nodeProbe.sysfsPath
+
+
 # ---------------------------------------------------------------- recorded requests
 
 def suite_namespace(privileged: bool, run: str = RUN) -> dict:
@@ -89,14 +105,16 @@ def suite_pods(cfg: gconfig.Config) -> list[dict]:
 
 
 def request(op: str, resource: str, obj: dict | None = None, old: dict | None = None, ns: dict | None = None,
-            user: str = SA) -> dict:
-    """The admission request's CEL variables as a ValidatingAdmissionPolicy sees them."""
+            user: str = SA, dry_run: bool = False, param: dict | None = None) -> dict:
+    """The admission request's CEL variables as a ValidatingAdmissionPolicy sees them (`params`: the binding's
+    parameter object; by default the shipped one with the bed's sysfs path)."""
     subject = obj or old or {}
-    return {"request": {"operation": op, "userInfo": {"username": user},
+    return {"request": {"operation": op, "userInfo": {"username": user}, "dryRun": dry_run,
                         "resource": {"group": "", "version": "v1", "resource": resource},
                         "name": subject.get("metadata", {}).get("name", ""),
                         "namespace": (ns or {}).get("metadata", {}).get("name", "")},
-            "object": obj, "oldObject": old, "namespaceObject": ns}
+            "object": obj, "oldObject": old, "namespaceObject": ns,
+            "params": param if param is not None else params(**BED_PARAMS)}
 
 
 def pod_in(ns: dict, **spec_over: Any) -> dict:
@@ -107,9 +125,17 @@ def pod_in(ns: dict, **spec_over: Any) -> dict:
     return p
 
 
-def host_path_pod(ns: dict, path: str, read_only: bool = True) -> dict:
-    p = pod_in(ns, volumes=[{"name": "h", "hostPath": {"path": path}}])
-    p["spec"]["containers"][0]["volumeMounts"] = [{"name": "h", "mountPath": "/host", "readOnly": read_only}]
+def host_path_pod(ns: dict, path: str, read_only: bool = True, kind: str | None = "Directory",
+                  recursive: str | None = "Enabled", root: bool = False, **mount: Any) -> dict:
+    """A suite-shaped pod mounting one hostPath (type `kind`, None: unset) read-only, recursively (`recursive`,
+    None: unset), as uid 1000 or (`root`) as uid 0 like the node probe."""
+    p = copy.deepcopy(pod_in(ns, volumes=[{"name": "h", "hostPath": {"path": path, **({"type": kind} if kind else {})}}]))
+    m = {"name": "h", "mountPath": "/host", "readOnly": read_only, **mount}
+    if recursive:
+        m["recursiveReadOnly"] = recursive
+    p["spec"]["containers"][0]["volumeMounts"] = [m]
+    if root:
+        p["spec"]["securityContext"] = copy.deepcopy(pods.HOST_READER_ROOT_POD)
     return p
 
 
@@ -219,6 +245,80 @@ MISUSES: list[tuple[str, dict, str, str]] = [
     ("a pod without the run label",
      request("CREATE", "pods", {**pod_in(MAIN), "metadata": {"name": "p", "namespace": MAIN["metadata"]["name"]}},
              ns=MAIN), "run label", "object.metadata.labels"),
+    # issue 29 (security-review-2026-12b P1-P3): allow-lists, not deny-lists
+    ("P2: another pod's emptyDir holding a symlink named sys",
+     request("CREATE", "pods", host_path_pod(NODE, "/var/lib/kubelet/pods/0b6a2c1e-1111-2222-3333-444455556666/volumes/"
+                                                   "kubernetes.io~empty-dir/d/x/sys", root=True), ns=NODE),
+     "mounts host paths only", "hostPath.path"),
+    ("P2: a kubelet-like directory the runtime would create",
+     request("CREATE", "pods", host_path_pod(NODE, "/etc/kubernetes/manifests/kubelet/device-plugins"), ns=NODE),
+     "mounts host paths only", "kubeletDir"),
+    ("P2: an allowed directory of type DirectoryOrCreate",
+     request("CREATE", "pods", host_path_pod(NODE, "/var/lib/kubelet/pod-resources", kind="DirectoryOrCreate",
+                                             root=True), ns=NODE), "mounts host paths only", "hostPath.type"),
+    ("P2: an allowed directory with no type",
+     request("CREATE", "pods", host_path_pod(NODE, "/var/lib/kubelet/pod-resources", kind=None, root=True), ns=NODE),
+     "mounts host paths only", "hostPath.type"),
+    ("P2: the checkpoint mounted as a directory",
+     request("CREATE", "pods", host_path_pod(NODE, "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint",
+                                             root=True), ns=NODE), "mounts host paths only", "File"),
+    ("P2: sysfs mounted without recursiveReadOnly",
+     request("CREATE", "pods", host_path_pod(NODE, "/var/lib/gpu-sim/sys", recursive=None, root=True), ns=NODE),
+     "host paths read-only", "recursiveReadOnly"),
+    ("P2: sysfs mounted recursiveReadOnly IfPossible where the parameter says Enabled",
+     request("CREATE", "pods", host_path_pod(NODE, "/var/lib/gpu-sim/sys", recursive="IfPossible", root=True),
+             ns=NODE), "host paths read-only", "rroIfPossible"),
+    ("P2: a host path mounted with propagation",
+     request("CREATE", "pods", host_path_pod(NODE, "/var/lib/gpu-sim/sys", recursive=None, root=True,
+                                             mountPropagation="HostToContainer"), ns=NODE),
+     "host paths read-only", "mountPropagation"),
+    ("P2: another kubelet dir than the parameter's",
+     request("CREATE", "pods", host_path_pod(NODE, "/var/lib/k0s/kubelet/pod-resources", root=True), ns=NODE),
+     "mounts host paths only", "kubeletDir"),
+    ("P2: a hostile parameter (kubeletDir /etc) admits nothing below it",
+     request("CREATE", "pods", host_path_pod(NODE, "/etc/pod-resources", root=True), ns=NODE,
+             param=params(kubeletDir="/etc")), "mounts host paths only", "paramsOk"),
+    ("P2: a hostile parameter (sysfsPath /) admits no /",
+     request("CREATE", "pods", host_path_pod(NODE, "/", root=True), ns=NODE, param=params(sysfsPath="/")),
+     "mounts host paths only", "paramsOk"),
+    ("P1: the device-plugins directory in a uid 0 pod",
+     request("CREATE", "pods", host_path_pod(NODE, "/var/lib/kubelet/device-plugins", root=True), ns=NODE),
+     "device-plugins directory only", "runAsNonRoot"),
+    ("P1: the device-plugins directory in a non-root pod with a uid 0 container",
+     request("CREATE", "pods", (lambda p: (p["spec"]["containers"][0]["securityContext"].update(runAsUser=0), p)[1])(
+         host_path_pod(NODE, "/var/lib/kubelet/device-plugins")), ns=NODE),
+     "device-plugins directory only", "c.securityContext.runAsUser"),
+    ("P1: the device-plugins directory in a pod that names no uid",
+     request("CREATE", "pods", (lambda p: (p["spec"]["securityContext"].pop("runAsUser"), p)[1])(
+         host_path_pod(NODE, "/var/lib/kubelet/device-plugins")), ns=NODE),
+     "device-plugins directory only", "object.spec.securityContext.runAsUser"),
+    ("P3: a run namespace created with the DRA admin-access label",
+     request("CREATE", "namespaces", relabelled(NODE, **{"resource.kubernetes.io/admin-access": "true"})),
+     "no label but", "labels"),
+    ("P3: a run namespace created with a PodNodeSelector annotation",
+     request("CREATE", "namespaces", {**MAIN, "metadata": {**MAIN["metadata"], "annotations": {
+         "gpuconform.dev/heartbeat": "2026-12-04T10:11:12Z",
+         "scheduler.alpha.kubernetes.io/node-selector": "node-role.kubernetes.io/control-plane="}}}),
+     "no label but", "annotations"),
+    ("P3: a run namespace patched with another annotation",
+     request("UPDATE", "namespaces", {**MAIN, "metadata": {**MAIN["metadata"], "annotations": {
+         "scheduler.alpha.kubernetes.io/node-selector": "x=y"}}}, MAIN),
+     "gpuconform.dev/ended annotations", "oldObject.metadata.annotations"),
+    ("P3: an admin-access claim stored (not a dry run)",
+     request("CREATE", "resourceclaims", pods.claim("c", MAIN["metadata"]["name"], RUN, "gpu.nvidia.com", 1,
+                                                     admin_access=True), ns=MAIN), "DRA admin access", "dryRun"),
+    ("P3: an admin-access claim template",
+     request("CREATE", "resourceclaimtemplates", (lambda t: (
+         t["spec"]["spec"]["devices"]["requests"][0]["exactly"].update(adminAccess=True), t)[1])(
+         pods.claim_template("t", MAIN["metadata"]["name"], RUN, "gpu.nvidia.com", 1)), ns=MAIN),
+     "DRA admin access", "exactly.adminAccess"),
+    ("P3: an admin-access claim in the v1beta1 shape",
+     request("CREATE", "resourceclaims", {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaim",
+                                          "metadata": {"name": "c", "namespace": MAIN["metadata"]["name"]},
+                                          "spec": {"devices": {"requests": [{
+                                              "name": "gpu", "deviceClassName": "gpu.nvidia.com",
+                                              "allocationMode": "All", "adminAccess": True}]}}}, ns=MAIN),
+     "DRA admin access", "r.adminAccess"),
 ]
 
 
@@ -246,10 +346,29 @@ def allowed_requests() -> list[tuple[str, dict]]:
            ("another user's privileged pod (not this policy's business)",
             request("CREATE", "pods", with_container(KUBE_SYSTEM, privileged=True), ns=KUBE_SYSTEM,
                     user="kubernetes-admin"))]
-    for label, cfg in (("bed", bed_config()), ("default", default_config_with_image())):
+    ended = relabelled(MAIN)
+    ended["metadata"]["annotations"] = {"gpuconform.dev/heartbeat": "2026-12-04T10:11:12Z",
+                                        "gpuconform.dev/ended": "2026-12-04T10:20:00Z"}
+    out += [("ended stamp patch", request("UPDATE", "namespaces", ended, beat)),
+            ("the admin-access trial (a server-side dry run)", request(
+                "CREATE", "resourceclaims", pods.claim("gpuconform-admin-access-x", MAIN["metadata"]["name"], RUN,
+                                                        "gpu.nvidia.com", 1, admin_access=True), ns=MAIN,
+                dry_run=True))]
+    for label, cfg, param in (("bed", bed_config(), params(**BED_PARAMS)),
+                              ("default", default_config_with_image(), shipped_params())):
         for p in suite_pods(cfg):
             ns = NODE if p["metadata"]["namespace"].endswith("-node") else MAIN
-            out.append((f"{label} config: {p['metadata']['name']}", request("CREATE", "pods", p, ns=ns)))
+            out.append((f"{label} config: {p['metadata']['name']}", request("CREATE", "pods", p, ns=ns, param=param)))
+    # where a node's runtime cannot mount recursively read-only and the parameter allows IfPossible
+    weak = params(recursiveReadOnly="IfPossible", **BED_PARAMS)
+    node = NODE["metadata"]["name"]
+    for p in (pods.socket_probe_pod("socket-n1", node, RUN, "n1", bed_config(), 60, recursive="IfPossible"),
+              pods.node_probe_pod("nodeprobe-hw-n1", node, RUN, "n1", bed_config(), 60, recursive="IfPossible")):
+        out.append((f"IfPossible parameter: {p['metadata']['name']}", request("CREATE", "pods", p, ns=NODE,
+                                                                             param=weak)))
+    out.append(("a DRA node's node probe (no checkpoint mount)", request(
+        "CREATE", "pods", pods.node_probe_pod("nodeprobe-dra-n1", node, RUN, "n1", bed_config(), 60,
+                                              checkpoint=False), ns=NODE)))
     return out
 
 
@@ -298,8 +417,15 @@ def refusals(policy: dict, req: dict) -> list[str]:
 
 def test_shipped_binding_denies_for_the_suites_serviceaccount_only():
     policy, binding = shipped()
-    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"],
+                               "paramRef": {"name": "gpuconform-policy", "namespace": "gpuconform-system",
+                                            "parameterNotFoundAction": "Deny"}}
     assert policy["spec"]["failurePolicy"] == "Fail"
+    assert policy["spec"]["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
+    cm = shipped_params()
+    assert (cm["metadata"]["name"], cm["metadata"]["namespace"]) == ("gpuconform-policy", "gpuconform-system")
+    assert cm["data"] == {"kubeletDir": gconfig.DEFAULTS["nodeProbe"]["kubeletDir"].rstrip("/"),
+                          "sysfsPath": gconfig.DEFAULTS["nodeProbe"]["sysfsPath"], "recursiveReadOnly": "Enabled"}
     (cond,) = policy["spec"]["matchConditions"]
     assert cond["expression"] == f"request.userInfo.username == '{SA}'"
     rbac = [d for d in yaml.safe_load_all((ROOT / "manifests" / "rbac.yaml").read_text()) if d]
@@ -352,13 +478,15 @@ SYSFS = [("/sys", True), ("/var/lib/gpu-sim/sys", True), ("/", False), ("/proc/s
 
 @pytest.mark.parametrize("kubelet,ok", HOST_PATHS)
 def test_policy_and_config_agree_on_the_kubelet_dir(kubelet, ok):
-    """What the config accepts for nodeProbe.kubeletDir the policy admits as the probes' mounts, and what the
-    config refuses the policy refuses too (a config check is no defence against someone holding the token)."""
+    """What the config accepts for nodeProbe.kubeletDir the policy admits as its kubeletDir parameter (the probes'
+    mounts below it are admitted), and what the config refuses the policy refuses too, even where an
+    administrator writes it into the parameter (a config check is no defence against someone holding the token)."""
     pytest.importorskip("celpy", reason="cel-python not installed (pip install -e '.[dev]')")
     assert gconfig.kubelet_dir_ok(kubelet) is ok
-    for sub in ("pod-resources", "device-plugins"):
-        refused = refusals(shipped()[0], request("CREATE", "pods", host_path_pod(NODE, f"{kubelet.rstrip('/')}/{sub}"),
-                                                 ns=NODE))
+    param = params(kubeletDir=kubelet.rstrip("/") or "/", **BED_PARAMS)
+    for sub, root in (("pod-resources", True), ("plugins_registry", True), ("device-plugins", False)):
+        refused = refusals(shipped()[0], request("CREATE", "pods", host_path_pod(
+            NODE, f"{kubelet.rstrip('/')}/{sub}", root=root), ns=NODE, param=param))
         assert (refused == []) is ok, (sub, refused)
 
 
@@ -366,7 +494,17 @@ def test_policy_and_config_agree_on_the_kubelet_dir(kubelet, ok):
 def test_policy_and_config_agree_on_sysfs(sysfs, ok):
     pytest.importorskip("celpy", reason="cel-python not installed (pip install -e '.[dev]')")
     assert gconfig.sysfs_path_ok(sysfs) is ok
-    assert (refusals(shipped()[0], request("CREATE", "pods", host_path_pod(NODE, sysfs), ns=NODE)) == []) is ok
+    assert (refusals(shipped()[0], request("CREATE", "pods", host_path_pod(NODE, sysfs, root=True), ns=NODE,
+                                           param=params(sysfsPath=sysfs))) == []) is ok
+
+
+def test_without_its_parameter_the_policy_admits_no_host_path():
+    """An empty parameter object (the ConfigMap's data removed): no hostPath is admitted. (A missing ConfigMap
+    refuses every request: the binding's parameterNotFoundAction is Deny.)"""
+    pytest.importorskip("celpy", reason="cel-python not installed (pip install -e '.[dev]')")
+    empty = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gpuconform-policy"}}
+    assert refusals(shipped()[0], request("CREATE", "pods", host_path_pod(NODE, "/sys", root=True), ns=NODE,
+                                          param=empty))
 
 
 # ---------------------------------------------------------------- reports leave the Job without the token

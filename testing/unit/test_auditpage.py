@@ -558,3 +558,19 @@ def test_yamlish_round_trips_through_yaml():
     yaml = pytest.importorskip("yaml")
     data = {**CONFIG, "odd": ["yes", "1.5", "a: b", " pad", "#x", "-", 3, 2.5, None, [], [1, [2, 3]], {"k": [{}]}]}
     assert yaml.safe_load("\n".join(auditpage.yamlish(data))) == data
+
+
+def test_the_rollout_timeline_draws_windows_plugin_pods_devices_and_probes():
+    from gpuconform.verdicts.rollout import ENDING, READY, Probe, Rollout, Sample
+
+    r = Rollout("gpu-node-0", "nvidia/nvidia-device-plugin", "restart", 4, ("plugin-old",),
+                samples=[Sample(0.0, 4, (("plugin-old", READY),)), Sample(1.0, 4, (("plugin-old", ENDING),)),
+                         Sample(2.0, 2, (("plugin-new", READY),)), Sample(3.0, 4, (("plugin-new", READY),))],
+                probes=[Probe("roll1", 0.5, "rejected", "UnexpectedAdmissionError"), Probe("roll2", 2.5, "ran")],
+                new_pod="plugin-new")
+    svg = auditpage.rollout_timeline_svg([{"node": "gpu-node-0", **r.figures(), "timeline": r.timeline()}])
+    assert svg.startswith("<svg") and 'id="gc-rollout-timeline"' in svg
+    assert svg.count('class="gc-rollout-down"') == 2  # the hand-over, then two devices short
+    assert "plugin-old" in svg and "plugin-new" in svg and 'class="gc-rollout-offered"' in svg
+    assert "roll1: rejected UnexpectedAdmissionError" in svg and "#d62728" in svg
+    assert "no rollout rehearsal" in auditpage.rollout_timeline_svg([])

@@ -207,3 +207,64 @@ def test_compare_does_not_modify_inputs():
     snapshot = copy.deepcopy((prev, cur))
     compare(prev, cur, TOL)
     assert (prev, cur) == snapshot
+
+
+# ---------------------------------------------------------------- a certified node left out now (issue 29, T4)
+
+def _left_out(cur, node, why="not-applicable", reason="nvidia.com/gpu.deploy.device-plugin=false: no container "
+                                                       "device plugin by design"):
+    cur["gpu_nodes"] = [n for n in cur["gpu_nodes"] if n != node]
+    cur["certified_nodes"] = [n for n in cur["certified_nodes"] if n != node]
+    cur["results"] = [r for r in cur["results"] if r["node"] != node]
+    cur["latency"] = [x for x in cur["latency"] if x["node"] != node]
+    cur["left_out_nodes"] = {node: {"why": why, "reason": reason}}
+    return cur
+
+
+def test_a_certified_node_left_out_by_a_label_now_is_a_regression():
+    """Before: listed under 'only in the previous run' and the run exited 0 (or 6). A label any of the node, GFD, NFD
+    or the operator can write took it out of the gate; now it is a regression (exit 8)."""
+    c = compare(summary("a"), _left_out(summary("b"), "gpu-node-0"), TOL)
+    assert c.regressions == ["node gpu-node-0: certified in the baseline, left out now (not-applicable: "
+                             "nvidia.com/gpu.deploy.device-plugin=false: no container device plugin by design)"]
+    assert c.to_dict()["certified_left_out"] == [c.regressions[0].removeprefix("node ")]
+    out = render_html(c)
+    assert "left out now (not-applicable" in out and "gpu-node-0: only in the previous run" not in out
+
+
+@pytest.mark.parametrize("why", ["excluded", "not-selected"])
+def test_a_certified_node_excluded_or_not_selected_now_is_a_regression_too(why):
+    c = compare(summary("a"), _left_out(summary("b"), "gpu-node-1", why, "nodes.exclude"), TOL)
+    assert c.regressions == [f"node gpu-node-1: certified in the baseline, left out now ({why}: nodes.exclude)"]
+
+
+def test_a_node_left_out_now_that_the_baseline_did_not_certify_is_no_regression():
+    prev = summary("a")
+    prev["certified_nodes"] = ["gpu-node-0"]
+    assert compare(prev, _left_out(summary("b"), "gpu-node-1"), TOL).regressions == []
+
+
+def test_a_malformed_certified_nodes_field_is_named():
+    prev = summary("a")
+    prev["certified_nodes"] = "gpu-node-0"
+    with pytest.raises(ValueError, match="certified_nodes: expected a list of node names"):
+        compare(prev, summary("b"), TOL)
+    cur = summary("b")
+    cur["left_out_nodes"] = ["gpu-node-0"]
+    with pytest.raises(ValueError, match="left_out_nodes: expected an object"):
+        compare(summary("a"), cur, TOL)
+
+
+def test_rollout_rehearsal_figures_are_compared_between_releases():
+    from gpuconform import baseline as b
+
+    def run(window, handover):
+        return {"schema": "gpuconform.summary/v1", "run_id": "r", "results": [],
+                "rollout": [{"node": "n1", "daemonset": "ns/p", "mode": "restart", "window_s": window,
+                             "handover_s": handover, "completed": True}]}
+
+    cmp = b.compare(run(2.0, 1.0), run(12.0, 1.0))
+    rows = {(d.phase, d.percentile): d for d in cmp.latency}
+    assert rows[("rollout", "window")].regression and not rows[("rollout", "hand-over")].regression
+    assert any("n1 rollout window" in line for line in cmp.regressions)
+    assert not b.compare(run(2.0, None), run(2.0, None)).regressions

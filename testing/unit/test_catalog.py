@@ -51,7 +51,9 @@ def test_the_table_is_the_checks_in_tests():
 def test_the_checks_holding_every_gpu_are_those_marked_so():
     found = checks_in_tests()
     assert {c.name for c in catalog.CHECKS if c.exclusive} == {n for n, fn in found.items() if takes_every_gpu(fn)}
-    steps = ast.parse((TESTS.parent / "gpuconform" / "pytest_plugin" / "paths.py").read_text())
+    plugin = TESTS.parent / "gpuconform" / "pytest_plugin"
+    steps = ast.Module(body=[*ast.parse((plugin / "paths.py").read_text()).body,  # the path steps, the rehearsal's
+                             *ast.parse((plugin / "rollout.py").read_text()).body], type_ignores=[])
     for c in catalog.CHECKS:
         if c.exclusive:  # the pod label is the one the check's body (or the path step it calls) gives its pods
             strings = {s.value for s in ast.walk(found[c.name]) if isinstance(s, ast.Constant)}
@@ -59,7 +61,7 @@ def test_the_checks_holding_every_gpu_are_those_marked_so():
             strings |= {s.value for f in ast.walk(steps) if isinstance(f, ast.FunctionDef) and f.name in calls
                         for s in ast.walk(f) if isinstance(s, ast.Constant)}
             assert c.exclusive in strings, c.name
-    assert catalog.EXCLUSIVE == ("burst", "mig-parent", "numa", "latency")
+    assert catalog.EXCLUSIVE == ("rollout", "burst", "mig-parent", "numa", "latency")
 
 
 def test_start_counters_name_catalogued_checks():

@@ -5,6 +5,7 @@ from a copy of a run namespace, another team's namespace that uses the part-of l
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -192,3 +193,75 @@ def test_the_command_deletes_only_what_is_not_alive_and_says_why(tmp_path, capsy
     assert "keep   gpuconform-bare-node: no heartbeat annotation" in out
     assert "deleted 1 namespace(s), kept 2, left 1 alone (not a run's)" in out
     assert deletes == ["DELETE /api/v1/namespaces/gpuconform-dead", "DELETE /api/v1/namespaces/gpuconform-gone"]
+
+
+# ---------------------------------------------------------------- server time, not a runner's (issue 29, R3)
+
+def beaten(name: str, *, annotation: timedelta, server: timedelta | None, now: datetime = NOW) -> dict:
+    """A run's namespace whose heartbeat annotation says `annotation` ago (the runner's clock) and whose last
+    heartbeat write the API server stored `server` ago (managedFields, as the Python client serialises it)."""
+    n = ns(name)
+    n["metadata"]["annotations"][cleanup.HEARTBEAT] = cleanup.stamp(now - annotation)
+    if server is not None:
+        n["metadata"]["managedFields"] = [
+            {"apiVersion": "v1", "fieldsType": "FieldsV1", "manager": "OpenAPI-Generator", "operation": "Update",
+             "time": (now - server).isoformat(),
+             "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, f"f:{cleanup.HEARTBEAT}": {}},
+                                         "f:labels": {".": {}, "f:kubernetes.io/metadata.name": {}}}}},
+            {"apiVersion": "v1", "fieldsType": "FieldsV1", "manager": "kubectl-label", "operation": "Update",
+             "time": (now - timedelta(days=2)).isoformat(), "fieldsV1": {"f:metadata": {"f:labels": {"f:x": {}}}}}]
+    return n
+
+
+def test_a_slow_runners_live_run_is_kept():
+    """The review's repro: a runner 6 minutes slow stamps heartbeats that read 6 minutes old; the API server
+    stored the last one 20 s ago. Was deleted ('no heartbeat for 6m')."""
+    d = cleanup.decide(beaten(f"gpuconform-{RUN}", annotation=timedelta(minutes=6), server=timedelta(seconds=20)), NOW)
+    assert not d.delete, d.why
+    assert d.why == "its run is alive (heartbeat 20s ago by the API server's clock); --force deletes it anyway"
+
+
+def test_a_dead_run_whose_runner_was_ahead_is_deleted():
+    """A runner 3 hours ahead stamped a heartbeat 'in the future'; the server stored it an hour ago: gone (was kept
+    until --force)."""
+    d = cleanup.decide(beaten(f"gpuconform-{RUN}", annotation=timedelta(hours=-2), server=timedelta(hours=1)), NOW)
+    assert d.delete and d.why == "no heartbeat for 60m (limit 5m): its run is gone (by the API server's clock)"
+
+
+def test_without_the_servers_record_the_annotation_decides_and_says_whose_clock():
+    d = cleanup.decide(beaten(f"gpuconform-{RUN}", annotation=timedelta(minutes=6), server=None), NOW)
+    assert d.delete and d.why.endswith("(by the run's own clock (no server time of it))")
+    at, clock = cleanup.heartbeat_at(beaten("x", annotation=timedelta(minutes=6), server=timedelta(seconds=5)))
+    assert at == NOW - timedelta(seconds=5) and clock == "by the API server's clock"
+
+
+def test_server_time_reads_the_date_header():
+    assert cleanup.server_time({"Date": "Sat, 01 Mar 2025 12:00:00 GMT"}) == NOW
+    assert cleanup.server_time({"Date": "yesterday"}) is None
+    assert cleanup.server_time({}) is None and cleanup.server_time(None) is None
+
+
+def test_the_command_judges_by_the_servers_date_not_this_machines_clock(tmp_path, capsys, monkeypatch):
+    """This machine's clock 10 minutes behind the API server's (its Date header): a run whose server-stored beat is
+    8 minutes old by the server is gone, though this machine's clock would call it 'in the future'; one 30 s old
+    is alive."""
+    import http.server
+
+    from test_kube import Server
+
+    server_now = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(minutes=10)
+    monkeypatch.setattr(http.server.BaseHTTPRequestHandler, "date_time_string",
+                        lambda self, timestamp=None: server_now.strftime("%a, %d %b %Y %H:%M:%S GMT"))
+    items = [beaten("gpuconform-old", annotation=timedelta(minutes=8), server=timedelta(minutes=8), now=server_now),
+             beaten("gpuconform-live", annotation=timedelta(minutes=10), server=timedelta(seconds=30), now=server_now)]
+    srv = Server({"/api/v1/namespaces": [(200, {"kind": "NamespaceList", "apiVersion": "v1", "metadata": {},
+                                                "items": items}, 0)]})
+    try:
+        assert cleanup.main(["--kubeconfig", srv.kubeconfig(tmp_path)]) == 0
+    finally:
+        srv.close()
+    out = capsys.readouterr().out
+    assert re.search(r"note   this machine's clock is (599|600)s behind the API server's: ages are by the server's", out)
+    assert "delete gpuconform-old: no heartbeat for 8m (limit 5m): its run is gone (by the API server's clock)" in out
+    assert "keep   gpuconform-live: its run is alive (heartbeat 30s ago by the API server's clock)" in out
+    assert sorted(h for h in srv.hits if h.startswith("DELETE")) == ["DELETE /api/v1/namespaces/gpuconform-old"]

@@ -380,7 +380,8 @@ def test_get_refuses_a_key_the_schema_does_not_know():
         c.get("burst.sample")
     with pytest.raises(KeyError):
         c.seconds("burst.samples")  # not a duration
-    assert c.get("thresholds") == {"scheduleP99": "5s", "startP50": "5s", "startP99": "10s", "allocateP99": "1s"}
+    assert c.get("thresholds") == {"scheduleP99": "5s", "startP50": "5s", "startP99": "10s", "allocateP99": "1s",
+                                   "rolloutWindow": "30s"}
 
 
 def test_view_reads_a_recorded_config_dict_with_defaults_for_what_it_lacks():

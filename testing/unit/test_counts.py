@@ -467,7 +467,9 @@ def test_a_thousand_devices_written_1k_are_counted_not_missing():
     ("amd", {}, "(missing: written only with -device-id)"),
 ])
 def test_an_unknown_gpu_count_says_whether_the_label_is_missing_or_malformed(vendor, labels, fragment):
-    """Before: `nvidia.com/gpu.count: eight` read as "no label"; an unknown count is never a pass (NOTCHECKED-OPTIONAL)."""
+    """Before: `nvidia.com/gpu.count: eight` read as "no label"; an unknown count is never a pass: a missing label is
+    NOTCHECKED-OPTIONAL (no GFD, no nodes.expectedGpus: the operator's choice), a malformed one ERROR-MALFORMED-DATA,
+    which costs the node its certification (issue 29: it used to be NOTCHECKED-OPTIONAL, which certified it)."""
     c = cfg()
     c["vendor"] = vendor
     c["resourceName"] = {"nvidia": "nvidia.com/gpu", "intel": "gpu.intel.com/i915", "amd": "amd.com/gpu"}[vendor]
@@ -475,4 +477,23 @@ def test_an_unknown_gpu_count_says_whether_the_label_is_missing_or_malformed(ven
     e = expectation(n, c)
     assert e.physical is None and fragment in e.source, e.source
     f = count_findings(n, e)
-    assert [x.code for x in f] == ["NOTCHECKED-OPTIONAL"] and fragment in f[0].message
+    want = "ERROR-MALFORMED-DATA" if "(malformed:" in fragment else "NOTCHECKED-OPTIONAL"
+    assert [x.code for x in f] == [want] and fragment in f[0].message
+    assert bool(e.malformed) == (want == "ERROR-MALFORMED-DATA")
+
+
+def test_a_malformed_count_label_costs_the_certification_a_missing_one_does_not():
+    """Issue 29 (review T4): `nvidia.com/gpu.count: eight` with the node probe off (the default) gave
+    NOTCHECKED-OPTIONAL and the node was certified, its count never compared. Whoever can write the label must not
+    certify a node by it."""
+    from gpuconform import reasons
+
+    n = node(labels={"nvidia.com/gpu.count": "eight"}, capacity={"nvidia.com/gpu": "8"})
+    f = count_findings(n, expectation(n, cfg()))
+    assert [x.code for x in f] == ["ERROR-MALFORMED-DATA"] and "nvidia.com/gpu.count='eight'" in f[0].message
+    assert reasons.lookup(f[0].code).outcome == "error"
+    assert not reasons.certified([("passed", None), ("error", f[0].code)])
+    missing = node(labels={}, capacity={"nvidia.com/gpu": "8"})
+    f = count_findings(missing, expectation(missing, cfg()))
+    assert [x.code for x in f] == ["NOTCHECKED-OPTIONAL"]
+    assert reasons.certified([("passed", None), ("skipped", f[0].code)])

@@ -27,7 +27,7 @@ from recorded import probe_log
 from gpuconform.pytest_plugin import options
 from gpuconform.pytest_plugin.kubelet import Kubelet
 from gpuconform import baseline, config as gconfig, counts, kube, verdicts
-from gpuconform.reasons import code_of
+from gpuconform.reasons import Verdict, code_of
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_ERROR = "config error (exit 4)"
@@ -118,6 +118,8 @@ def _kubelet(path: str, body: bytes | str) -> Callable[[Path], tuple[str, str]]:
             k.config("gpu-a") if path == "configz" else k.metrics("gpu-a")
         except pytest.skip.Exception as e:
             return code_of(str(e.msg)) or "uncoded skip", str(e.msg)
+        except Verdict as e:
+            return e.code, e.message
         return "read", ""
     return run
 
@@ -216,37 +218,37 @@ CASES: list[Case] = [
          "entry 1 is not a Kubernetes toleration: must be a mapping",
          _env("GPUCONFORM_TOLERATIONS", "[{operator: Exists}, nvidia.com/gpu]")),
     # node objects and labels
-    Case("gpu-count-not-integer", "`nvidia.com/gpu.count: eight`", "node label (GFD)", "NOTCHECKED-OPTIONAL",
+    Case("gpu-count-not-integer", "`nvidia.com/gpu.count: eight`", "node label (GFD)", "ERROR-MALFORMED-DATA",
          "nvidia.com/gpu.count='eight' (malformed", _count({"nvidia.com/gpu.count": "eight"},
                                                               {"nvidia.com/gpu": "8"})),
     Case("gpu-count-underscore", "`nvidia.com/gpu.count: 4_0` (Python reads it as 40)", "node label (GFD)",
-         "NOTCHECKED-OPTIONAL", "(malformed", _count({"nvidia.com/gpu.count": "4_0"}, {"nvidia.com/gpu": "40"})),
+         "ERROR-MALFORMED-DATA", "(malformed", _count({"nvidia.com/gpu.count": "4_0"}, {"nvidia.com/gpu": "40"})),
     Case("gpu-count-missing", "no `nvidia.com/gpu.count`", "node label (GFD)", "NOTCHECKED-OPTIONAL",
          "nvidia.com/gpu.count (missing)", _count({}, {"nvidia.com/gpu": "8"})),
     Case("capacity-1k", "capacity `1k` (1000 devices, the API server's canonical form)", "node status", "passed", "",
          _count({"nvidia.com/gpu.count": "1000"}, {"nvidia.com/gpu": "1k"})),
     # the kubelet through the node proxy
-    Case("metrics-html", "an HTML error page served with 200", "kubelet /metrics", "NOTCHECKED-OPTIONAL",
+    Case("metrics-html", "an HTML error page served with 200", "kubelet /metrics", "ERROR-MALFORMED-DATA",
          "no Prometheus sample", _kubelet("metrics", "<!DOCTYPE html>\n<html><body>502 Bad Gateway</body></html>\n")),
-    Case("metrics-binary", "binary junk", "kubelet /metrics", "NOTCHECKED-OPTIONAL", "malformed",
+    Case("metrics-binary", "binary junk", "kubelet /metrics", "ERROR-MALFORMED-DATA", "malformed",
          _kubelet("metrics", bytes(range(256)) * 4)),
-    Case("metrics-bad-le", 'a bucket with `le="abc"`', "kubelet /metrics", "NOTCHECKED-OPTIONAL",
+    Case("metrics-bad-le", 'a bucket with `le="abc"`', "kubelet /metrics", "ERROR-MALFORMED-DATA",
          "le='abc', not a number",
          _kubelet("metrics", 'kubelet_device_plugin_alloc_duration_seconds_bucket{le="abc"} 3\n')),
     Case("metrics-nan-counter", "`kubelet_device_plugin_registration_total NaN`", "kubelet /metrics",
-         "NOTCHECKED-OPTIONAL", "not a count",
+         "ERROR-MALFORMED-DATA", "not a count",
          _kubelet("metrics", 'kubelet_device_plugin_registration_total{resource_name="nvidia.com/gpu"} NaN\n')),
-    Case("metrics-nan-start", "`process_start_time_seconds NaN`", "kubelet /metrics", "NOTCHECKED-OPTIONAL",
+    Case("metrics-nan-start", "`process_start_time_seconds NaN`", "kubelet /metrics", "ERROR-MALFORMED-DATA",
          "not a count", _kubelet("metrics", "process_start_time_seconds NaN\n")),
-    Case("configz-not-json", "a configz that is not JSON", "kubelet /configz", "NOTCHECKED-OPTIONAL", "not JSON",
+    Case("configz-not-json", "a configz that is not JSON", "kubelet /configz", "ERROR-MALFORMED-DATA", "not JSON",
          _kubelet("configz", "<html>proxy error</html>")),
-    Case("configz-list", "a configz that is a JSON list", "kubelet /configz", "NOTCHECKED-OPTIONAL",
+    Case("configz-list", "a configz that is a JSON list", "kubelet /configz", "ERROR-MALFORMED-DATA",
          "no kubeletconfig object", _kubelet("configz", "[1, 2]")),
     # probe pods' output
-    Case("cpulist-bomb", "`Cpus_allowed_list: 0-4000000000`", "probe pod log", "NOTCHECKED-OPTIONAL",
+    Case("cpulist-bomb", "`Cpus_allowed_list: 0-4000000000`", "probe pod log", "ERROR-MALFORMED-DATA",
          "past CPU 65535", _numa(probe_log(pci_numa="0000:17:00.0 0", cpus="Cpus_allowed_list:\t0-4000000000",
                                            **NUMA_NODES))),
-    Case("cpulist-garbage", "a NUMA node cpulist `0-3,x`", "probe pod log", "NOTCHECKED-OPTIONAL",
+    Case("cpulist-garbage", "a NUMA node cpulist `0-3,x`", "probe pod log", "ERROR-MALFORMED-DATA",
          "'x' is not a CPU", _numa(probe_log(pci_numa="0000:17:00.0 0", cpus="Cpus_allowed_list:\t0",
                                              numa_0="0-3,x", numa_1="8-15"))),
     Case("numa-no-cpus", "a NUMA probe with no Cpus_allowed_list", "probe pod log", "NOTCHECKED-OPTIONAL",

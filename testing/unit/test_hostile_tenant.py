@@ -106,3 +106,49 @@ def test_every_recorded_plugin_pod_does_the_job_and_no_recorded_pod_is_a_look_al
         found = discovery.find_plugin_pods(on_node(data, node), vendor)
         assert found.look_alikes == [], (node, found.look_alikes)
         assert all(discovery.does_the_job(p) == "" for p in found.pods)
+
+
+# ---------------------------------------------------------------- the exact kubelet directory (issue 29, T1)
+
+def _tenant_daemonset_mounting(real_plugin: dict, path: str) -> dict:
+    """The recorded plugin pod as a team-x DaemonSet's pod (an unlabelled namespace is PSA privileged by default,
+    and `edit` creates DaemonSets) whose device-plugins volume is `path`, crash-looping with a termination message."""
+    p = copy.deepcopy(real_plugin)
+    p["metadata"].update(namespace="team-x", name="x-agent-q7m2p", labels={"app": "x-agent"})
+    p["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "x-agent", "controller": True}]
+    for v in p["spec"]["volumes"]:
+        if (v.get("hostPath") or {}).get("path", "").endswith("/device-plugins"):
+            v["hostPath"]["path"] = path
+    p["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+    p["status"]["containerStatuses"][0]["lastState"] = {"terminated": {"message": "team-x says FAIL"}}
+    return p
+
+
+@pytest.mark.parametrize("path", ["/tmp/x/device-plugins", "/var/lib/kubelet/../../tmp/device-plugins",
+                                  "/home/kubelet/device-plugins/", "/var/lib/kubelet/pods/u/device-plugins"])
+def test_a_daemonset_mounting_a_path_that_merely_ends_in_device_plugins_is_not_the_plugin(path):
+    """The review's repro: a team-x DaemonSet mounting /tmp/x/device-plugins gave F08 carrying its termination
+    message (and a Ready one hid a missing plugin). Now it is a look-alike and judges nothing."""
+    real = on_node(layout("nvidia-helm.json"), "gpu-ts-0")
+    plugin = next(p for p in real if discovery.device_plugin_mounts(p))
+    tenant = _tenant_daemonset_mounting(plugin, path)
+    assert discovery.device_plugin_mounts(tenant) == []
+    found = discovery.find_plugin_pods([p for p in real if p is not plugin] + [tenant], "nvidia")
+    assert found.pods == []
+    f = plugin_findings("gpu-ts-0", found, 0)
+    assert [x.code for x in f] == ["FAIL-F08-PLUGIN-NOT-READY"] and "team-x says" not in f[0].message
+    beside = discovery.find_plugin_pods(real + [tenant], "nvidia")
+    assert [p["metadata"]["name"] for p in beside.pods] == [plugin["metadata"]["name"]]
+    assert plugin_findings("gpu-ts-0", beside, 0) == []
+
+
+def test_the_configured_kubelet_dir_is_the_one_that_counts():
+    real = on_node(layout("nvidia-helm.json"), "gpu-ts-0")
+    plugin = next(p for p in real if discovery.device_plugin_mounts(p))
+    moved = _tenant_daemonset_mounting(plugin, "/data/kubelet/device-plugins")
+    moved["status"] = plugin["status"]
+    assert discovery.device_plugin_mounts(moved, kubelet_dir="/data/kubelet") == ["/data/kubelet/device-plugins"]
+    assert discovery.device_plugin_mounts(moved) == []  # not /var/lib/kubelet's
+    assert discovery.device_plugin_mounts(plugin, kubelet_dir="/data/kubelet/") == []
+    assert discovery.does_the_job(moved) == ("its hostPath /data/kubelet/device-plugins is not the kubelet's "
+                                             "/var/lib/kubelet/device-plugins")

@@ -71,7 +71,8 @@ POD = {
 
 SCHEDULED = {
     "kind": "Event", "reason": "Scheduled", "type": "Normal",
-    "involvedObject": {"kind": "Pod", "name": "lat-s0", "namespace": "gpuconform-r1"},
+    "involvedObject": {"kind": "Pod", "name": "lat-s0", "namespace": "gpuconform-r1",
+                       "uid": "6f1d0c1e-7b1a-4a52-9a5e-1f2e3d4c5b6a"},
     "eventTime": "2024-05-01T10:00:00.250123Z", "firstTimestamp": None,
     "message": "Successfully assigned gpuconform-r1/lat-s0 to gpu-a",
     "reportingComponent": "default-scheduler",
@@ -100,8 +101,8 @@ def test_pod_times_falls_back_to_condition():
 
 
 def test_pod_times_events_v1_regarding():
-    ev = {"reason": "Scheduled", "regarding": {"kind": "Pod", "name": "lat-s0"},
-          "eventTime": "2024-05-01T10:00:00.500000Z"}
+    ev = {"reason": "Scheduled", "regarding": {"kind": "Pod", "name": "lat-s0", "uid": POD["metadata"]["uid"]},
+          "reportingController": "default-scheduler", "eventTime": "2024-05-01T10:00:00.500000Z"}
     assert pod_times(POD, [ev]).phase("schedule") == pytest.approx(0.5)
 
 

@@ -202,8 +202,8 @@ def test_node_probe_reads_the_configured_kubelet_dir_and_pci_tree_as_root_withou
     m = pods.node_probe_pod("np", "ns", "r1", "n1", c, 60)
     paths = {v["name"]: v["hostPath"]["path"] for v in m["spec"]["volumes"]}
     assert paths == {"pod-resources": "/var/snap/microk8s/common/var/lib/kubelet/pod-resources",
-                     "device-plugins": "/var/snap/microk8s/common/var/lib/kubelet/device-plugins",
-                     "sys": "/var/lib/gpu-sim/sys"}
+                     "checkpoint": "/var/snap/microk8s/common/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint",
+                     "sys": "/var/lib/gpu-sim/sys"}  # uid 0: the checkpoint file alone, never device-plugins/
     ctr = m["spec"]["containers"][0]
     assert ctr["image"] == "mirror/suite:1" and ctr["command"][:3] == ["python3", "-m", "gpuconform.nodeprobe"]
     assert m["spec"]["securityContext"]["runAsUser"] == 0

@@ -32,9 +32,10 @@ def test_host_readers_keep_seccomp_and_mount_every_host_path_recursively_read_on
     ctr = spec["containers"][0]
     assert ctr["securityContext"] == {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
                                       "capabilities": {"drop": ["ALL"]}}
-    assert ctr["volumeMounts"] and all(vm["readOnly"] is True and vm["recursiveReadOnly"] == "IfPossible"
+    assert ctr["volumeMounts"] and all(vm["readOnly"] is True and vm["recursiveReadOnly"] == "Enabled"
                                        and "mountPropagation" not in vm for vm in ctr["volumeMounts"])
-    assert {v["hostPath"]["type"] for v in spec["volumes"]} == {"Directory"}
+    # never empty or ...OrCreate: a missing path fails the mount instead of being made on the host
+    assert {v["hostPath"]["type"] for v in spec["volumes"]} <= {"Directory", "File"}
 
 
 def test_socket_probe_lists_the_directory_as_a_non_root_user_and_node_probe_alone_is_root():
@@ -44,11 +45,37 @@ def test_socket_probe_lists_the_directory_as_a_non_root_user_and_node_probe_alon
     assert [v["hostPath"]["path"] for v in m["socket"]["spec"]["volumes"]] == ["/var/lib/kubelet/device-plugins"]
     node = m["node"]["spec"]["securityContext"]
     assert node["runAsUser"] == 0 and node["runAsNonRoot"] is False  # PodResources socket: root's (docstring)
-    assert sorted(v["hostPath"]["path"] for v in m["node"]["spec"]["volumes"]) == [
-        "/sys", "/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources"]
+    # uid 0 never sees device-plugins/ (kubelet.sock): only its checkpoint, as a single-file hostPath
+    assert sorted((v["hostPath"]["path"], v["hostPath"]["type"]) for v in m["node"]["spec"]["volumes"]) == [
+        ("/sys", "Directory"), ("/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint", "File"),
+        ("/var/lib/kubelet/pod-resources", "Directory")]
+    mounts = {vm["name"]: vm["mountPath"] for vm in m["node"]["spec"]["containers"][0]["volumeMounts"]}
+    cmd = m["node"]["spec"]["containers"][0]["command"]
+    assert mounts["checkpoint"] == cmd[cmd.index("--device-plugins") + 1] + "/kubelet_internal_checkpoint"
     # the shared defaults stay untouched by one pod's edits
     m["node"]["spec"]["securityContext"]["runAsUser"] = 7
     assert pods.HOST_READER_ROOT_POD["runAsUser"] == 0 and pods.RESTRICTED_POD["runAsUser"] == 1000
+
+
+def test_a_dra_nodes_probe_mounts_no_checkpoint():
+    vols = pods.node_probe_pod("np", "ns", "r1", "n1", cfg(nodeProbe="mirror/suite:1"), 60, checkpoint=False)
+    assert [v["hostPath"]["path"] for v in vols["spec"]["volumes"]] == ["/var/lib/kubelet/pod-resources", "/sys"]
+
+
+@pytest.mark.parametrize("handlers,mode", [
+    (None, "IfPossible"),  # containerd 1.x: no runtimeHandlers in the node's status (the bed's device-plugin node)
+    ([{"name": "", "features": {"recursiveReadOnlyMounts": True, "userNamespaces": True}}], "Enabled"),
+    ([{"name": "", "features": {"recursiveReadOnlyMounts": False}}], "IfPossible"),
+    ([{"name": "nvidia", "features": {"recursiveReadOnlyMounts": True}}], "IfPossible"),  # not the default handler
+    ([{"features": {"recursiveReadOnlyMounts": True}}], "Enabled"),
+])
+def test_host_readers_mount_recursively_read_only_where_the_nodes_runtime_reports_it(handlers, mode):
+    node = {"status": {"runtimeHandlers": handlers}} if handlers is not None else {"status": {}}
+    assert pods.recursive_read_only(node) == mode
+    sock = pods.socket_probe_pod("s", "gpuconform-r1-node", "r1", "n1", cfg(), 60, recursive=mode)
+    assert {vm["recursiveReadOnly"] for vm in sock["spec"]["containers"][0]["volumeMounts"]} == {mode}
+    with pytest.raises(ValueError, match="recursiveReadOnly"):
+        pods.socket_probe_pod("s", "gpuconform-r1-node", "r1", "n1", cfg(), 60, recursive="Disabled")
 
 
 def test_a_trailing_slash_on_sysfs_path_is_not_mounted_as_written():

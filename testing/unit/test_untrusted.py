@@ -24,20 +24,25 @@ HOSTILE = {
     "GitHub command": "line\n::error::certification revoked",
     "GitHub command after blanks": "line\n   ::add-mask::x",
     "Azure command mid-line": "note ##vso[task.setvariable variable=PATH]/tmp/evil",
+    # GitHub's legacy form, acted on anywhere in a line (actions/runner `ActionCommand.TryParse`: IndexOf("##[")):
+    # `add-mask` turns every later FAIL-F08 in the job log into ***, `stop-commands` mutes the workflow's annotations
+    "GitHub legacy command mid-line": "ok ##[add-mask]FAIL-F08 ##[stop-commands]t",
+    "GitHub legacy command, hashes run together": "x ###[error]y ####[[set-output name=a]b",
     "invalid UTF-8 (surrogateescape)": b"caf\xc3\xa9 \xff\xfe".decode("utf-8", "surrogateescape"),
 }
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def starts_a_ci_command(text: str) -> bool:
-    return any(line.lstrip().startswith(("::", "##")) for line in text.split("\n")) or "##vso[" in text
+    return (any(line.lstrip().startswith(("::", "##")) for line in text.split("\n")) or "##vso[" in text
+            or "##[" in text)
 
 
 @pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
 def test_clean_leaves_no_control_character_and_is_idempotent(text):
     out = untrusted.clean(text)
     assert not UNSAFE.search(out), repr(out)
-    assert "##vso[" not in out
+    assert "##vso[" not in out and "##[" not in out
     assert untrusted.clean(out) == out
     assert "\n" not in untrusted.one_line(text) and not UNSAFE.search(untrusted.one_line(text))
 
@@ -56,6 +61,10 @@ def test_escapes_are_visible_and_structure_is_kept():
     assert untrusted.clean("caf\xe9 \udcff") == "caf\xe9 \\xff"  # text decoded with surrogateescape
     assert untrusted.clean("a\r\nb\tc\rd") == "a\nb\tc\\rd"
     assert untrusted.clean("##vso[task.complete]") == "**vso[task.complete]"
+    assert untrusted.clean("ok ##[add-mask]FAIL-F08") == "ok **[add-mask]FAIL-F08"  # the review's O1 repro
+    assert untrusted.quoted("ok ##[add-mask]FAIL-F08 ##[stop-commands]t") == "| ok **[add-mask]FAIL-F08 **[stop-commands]t"
+    assert untrusted.clean("###[x] ##vso[y]") == "#**[x] **vso[y]"
+    assert untrusted.clean("a # [b] #[c] ## d") == "a # [b] #[c] ## d"  # only the command prefix is touched
     assert untrusted.one_line("a\nb") == "a\\nb"
     assert untrusted.quoted("a\n::error::x") == "| a\n| ::error::x"
 

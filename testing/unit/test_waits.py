@@ -95,7 +95,7 @@ def test_dispatch_rule():
 
     from gpuconform.pytest_plugin.scheduler import next_job as pick
 
-    job = namedtuple("job", "node need at_end spans", defaults=(False, False))
+    job = namedtuple("job", "node need at_end spans first", defaults=(False, False, False))
 
     def next_job(queue, running, cap, bound):
         return pick([job(*q) for q in queue], [job(*r) for r in running], cap, bound)
@@ -122,6 +122,13 @@ def test_dispatch_rule():
     assert next_job([("n1", 1, False, True)], [("n1", "all")], cap, 16) == 0
     assert next_job([("n1", 0, True)], [("n1", 1, False, True)], cap, 16) == 0
     assert next_job([("n1", "all")], [("n1", 1, False, True)], cap, 16) == 0
+    # first (the rollout rehearsal): no other job of its node starts while it is queued or running, spanning and
+    # at_end ones included; other nodes go on
+    rehearsal = ("n1", "all", False, False, True)
+    assert next_job([rehearsal, ("n1", 1, False, True)], [], cap, 16) == 0
+    assert next_job([("n1", 1, False, True), ("n1", 0), ("n1", 0, True)], [rehearsal], cap, 16) is None
+    assert next_job([("n1", 1), ("n2", 1)], [rehearsal], cap, 16) == 1
+    assert next_job([("n1", 1, False, True)], [], cap, 16) == 0  # once it is done
 
 
 def test_spanning_jobs_wait_for_the_rest_of_their_node_but_not_for_each_other():

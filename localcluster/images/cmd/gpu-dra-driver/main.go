@@ -4,7 +4,10 @@
 // the driver gpu.nvidia.com from $GPU_SIM_ROOT/hardware.json, laid out as NVIDIA's driver lays it out for the API
 // server's version (internal/dra Slices: G+1 slices on Kubernetes >= 1.35), registers with the kubelet, and on
 // NodePrepareResources writes a CDI spec per claim that injects the allocated GPUs (internal/dra). Faults for
-// the bed's DRA rows come from $GPU_SIM_DRA_FAULTS. SIGTERM/SIGINT stop it (exit 0).
+// the bed's DRA rows come from $GPU_SIM_DRA_FAULTS. SIGTERM/SIGINT stop it (exit 0). With $POD_UID (the
+// DaemonSet's downward API metadata.uid) it upgrades seamlessly: kubeletplugin.RollingUpdate, so that the old and
+// the new pod of a rollout overlap and the node's slices stay (internal/dra/upgrade.go); its knob
+// no-seamless-upgrade turns that off and deletes the node's slices on SIGTERM.
 package main
 
 import (
@@ -50,7 +53,16 @@ func main() {
 	pluginDir := flag.String("plugin-dir", "/var/lib/kubelet/plugins/"+dra.DriverName, "this driver's socket directory (host path, mounted at the same path)")
 	cdiDir := flag.String("cdi-dir", "/var/run/cdi", "where CDI specs are written for the container runtime")
 	terminationLog := flag.String("termination-log", "/dev/termination-log", "file the fatal message is written to")
+	readyFile := flag.String("ready-file", "/gpu-dra-driver.registered", "file written (in the container) once the kubelet registered this instance")
+	probe := flag.Bool("probe", false, "exit 0 if -ready-file exists, else 1 (the DaemonSet's startupProbe)")
 	flag.Parse()
+	if *probe {
+		if _, err := os.Stat(*readyFile); err != nil {
+			fmt.Fprintf(os.Stderr, "not registered with the kubelet yet: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	fatal := func(format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
 		logger.Printf("FATAL: %s", msg)
@@ -95,14 +107,30 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
 	d := &driver{root: root, cdiDir: *cdiDir, faults: faults, hw: h, cancel: cancel, pool: node}
-	helper, err := kubeletplugin.Start(ctx, d,
+	opts := []kubeletplugin.Option{
 		kubeletplugin.DriverName(dra.DriverName), kubeletplugin.NodeName(node), kubeletplugin.KubeClient(client),
 		kubeletplugin.RegistrarDirectoryPath(*registrar), kubeletplugin.PluginDataDirectoryPath(*pluginDir),
-		kubeletplugin.RegistrationService(!faults.NoRegister), kubeletplugin.HealthService(true))
+		kubeletplugin.RegistrationService(!faults.NoRegister), kubeletplugin.HealthService(true)}
+	// Seamless upgrades (internal/dra/upgrade.go): this pod's own sockets, so that the next pod of a rollout can
+	// run beside it; none under no-seamless-upgrade, or where the DaemonSet passes no POD_UID.
+	uid := dra.RollingUpdateUID(faults, os.Getenv("POD_UID"))
+	if uid != "" {
+		opts = append(opts, kubeletplugin.RollingUpdate(uid))
+	}
+	switch {
+	case uid != "":
+		logger.Printf("seamless upgrade: on (rolling update as pod %s)", uid)
+	case faults.NoSeamlessUpgrade:
+		logger.Printf("seamless upgrade: off (%s-reg.sock; on SIGTERM the node's slices are deleted)", dra.DriverName)
+	default:
+		logger.Printf("seamless upgrade: off (%s-reg.sock): no POD_UID", dra.DriverName)
+	}
+	helper, err := kubeletplugin.Start(ctx, d, opts...)
 	if err != nil {
 		fatal("start kubelet plugin: %v", err)
 	}
 	defer helper.Stop()
+	go markRegistered(ctx, helper, *readyFile, faults.NoRegister)
 	devices, nslices := dra.Devices(h, faults), 1
 	if faults.PoolIncomplete {
 		// Not through the helper (it keeps its pools complete): one slice that says its pool has two.
@@ -128,6 +156,15 @@ func main() {
 		"registration with the kubelet %v", node, len(devices), len(dra.CounterSets(h, faults)), nslices,
 		!faults.PoolIncomplete, !faults.NoRegister)
 	<-ctx.Done()
+	if faults.NoSeamlessUpgrade {
+		// A driver without seamless upgrades cleans up after itself: the helper stopped first (its ResourceSlice
+		// controller would publish them again), then the node's slices deleted, within the pod's grace period.
+		helper.Stop()
+		cleanup, done := context.WithTimeout(context.Background(), 3*time.Second)
+		names, err := dra.Unpublish(cleanup, client, node)
+		done()
+		logger.Printf("no-seamless-upgrade: deleted the node's ResourceSlices %v (error: %v)", names, err)
+	}
 	logger.Printf("exiting")
 }
 
@@ -268,4 +305,25 @@ func taintOnSignal(ctx context.Context, helper *kubeletplugin.Helper, h *hw.Hard
 	}
 	logger.Printf("SIGUSR1: the last GPU failed: published it tainted %s=%s:%s", dra.UnhealthyTaint.Key,
 		dra.UnhealthyTaint.Value, dra.UnhealthyTaint.Effect)
+}
+
+// markRegistered writes readyFile once the kubelet reports this instance registered (its NotifyRegistrationStatus),
+// and logs when: the DaemonSet's startupProbe (-probe) holds the pod un-Ready until then, so that in a rollout with
+// surge the old pod is deleted only after the kubelet took the new one (the helper offers no notification, so it
+// looks every 100 ms). Under no-register the file is written at once: that fault's pod looks healthy.
+func markRegistered(ctx context.Context, helper *kubeletplugin.Helper, readyFile string, noRegister bool) {
+	for !noRegister {
+		if st := helper.RegistrationStatus(); st != nil && st.PluginRegistered {
+			logger.Printf("the kubelet registered this instance")
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := os.WriteFile(readyFile, []byte("registered\n"), 0o644); err != nil {
+		logger.Printf("write %s: %v", readyFile, err)
+	}
 }

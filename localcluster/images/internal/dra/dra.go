@@ -65,6 +65,8 @@ type Faults struct {
 	// healthy at first; on SIGUSR1 taint the last GPU out of service (UnhealthyTaint) and publish again, as the
 	// driver does when it sees an XID while it runs (the bed's xid-during-run row sends the signal mid-run)
 	TaintOnSignal bool
+	// no seamless upgrade (upgrade.go): no kubeletplugin.RollingUpdate, and on SIGTERM the node's slices deleted
+	NoSeamlessUpgrade bool
 }
 
 // NVIDIA's health taint keys (kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/device_health.go
@@ -93,7 +95,7 @@ func ParseFaults(s string) (Faults, error) {
 		"double-inject": &f.DoubleInject, "pool-incomplete": &f.PoolIncomplete,
 		"taint-unhealthy": &f.TaintUnhealthy, "mig-no-counters": &f.MigNoCounters,
 		"report-unhealthy": &f.ReportUnhealthy, "numa-misreported": &f.NumaMisreported,
-		"taint-on-signal": &f.TaintOnSignal}
+		"taint-on-signal": &f.TaintOnSignal, "no-seamless-upgrade": &f.NoSeamlessUpgrade}
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {

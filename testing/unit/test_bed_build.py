@@ -1,0 +1,151 @@
+"""localcluster/build.sh, run over a fake `go` that records its calls and writes the binaries it is asked for: one
+`go build` for the Kubernetes binaries, etcd and the bed's own tools; the other groups as background jobs under
+`nice`; a failed job fails the build once the others are done and cached; a warm cache runs no go at all; and
+NVIDIA's previous plugin release is built only when asked (`build.sh nvidia-prev`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+LOCALCLUSTER = Path(__file__).resolve().parents[2] / "localcluster"
+GROUPS = {"K8S_BIN", "K8S_TOOLS_BIN", "KWOK_BIN", "IMAGES_BIN", "NVIDIA_BIN", "CONTAINERD2_BIN", "MOCKNVML_LIB"}
+
+FAKE_GO = r'''#!/usr/bin/env python3
+import json, os, re, sys
+from pathlib import Path
+args = sys.argv[1:]
+log = Path(os.environ["FAKE_GO_LOG"])
+with open(log, "a") as f:
+    f.write(json.dumps({"cwd": os.getcwd(), "args": args, "nice": os.nice(0),
+                        "cgo": os.environ.get("CGO_ENABLED")}) + "\n")
+if os.environ.get("FAKE_GO_FAIL") and any(os.environ["FAKE_GO_FAIL"] in a for a in args):
+    sys.exit("fake go: failing as asked")
+if args[0] == "list":  # go list -m -f {{.Dir}} MODULE: the module's directory
+    d = log.parent / "nfd"
+    (d / "deployment/base/nfd-crds").mkdir(parents=True, exist_ok=True)
+    (d / "deployment/base/nfd-crds/nfd-api-crds.yaml").write_text("# crds\n")
+    print(d)
+    sys.exit()
+def name(pkg):
+    parts = pkg.split("@")[0].rstrip("/").split("/")
+    return parts[-2] if re.fullmatch(r"v[0-9]+", parts[-1]) else parts[-1]
+out, pkgs, it = None, [], iter(args[1:])
+for a in it:
+    if a in ("-o", "-tags", "-ldflags"):
+        v = next(it)
+        out = v if a == "-o" else out
+    elif not a.startswith("-"):
+        pkgs += sorted(str(p) for p in Path(a[:-4]).iterdir() if p.is_dir()) if a.endswith("/...") else [a]
+if args[0] == "install":
+    out = os.environ["GOBIN"] + "/"
+if out.endswith("/"):
+    for p in pkgs:
+        Path(out, name(p)).write_text("binary\n")
+else:
+    Path(out).write_text("binary\n")
+'''
+
+
+@pytest.fixture
+def bed_build(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "go").write_text(FAKE_GO)
+    (fake / "go").chmod(0o755)
+    cache = tmp_path / "cache"
+    # The mock NVML is C, built by mocknvml/build.sh: found cached under its key, as build.sh computes it.
+    key = hashlib.sha256(b"".join((LOCALCLUSTER / "mocknvml" / f).read_bytes()
+                                  for f in ("mocknvml.c", "gen_stubs.py", "build.sh"))).hexdigest()[:12]
+    (cache / "mocknvml" / key).mkdir(parents=True)
+    (cache / "mocknvml" / key / ".complete").write_text("build_seconds=1\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("K8S_VERSION", "NVIDIA_TAG", "NVIDIA_PREV_TAG")}
+    env.update(PATH=f"{fake}:{os.environ['PATH']}", GPUCONFORM_CACHE=str(cache), HOME=str(tmp_path),
+               FAKE_GO_LOG=str(tmp_path / "go.log"))
+
+    def run(*args: str, **extra: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+        (tmp_path / "go.log").unlink(missing_ok=True)
+        r = subprocess.run(["bash", str(LOCALCLUSTER / "build.sh"), *args], capture_output=True, text=True,
+                           env={**env, **extra}, timeout=60)
+        calls = [json.loads(line) for line in (tmp_path / "go.log").read_text().splitlines()] \
+            if (tmp_path / "go.log").exists() else []
+        return r, calls
+
+    return run
+
+
+def _dirs(stdout: str) -> dict[str, Path]:
+    return {k: Path(v) for k, v in (line.split("=", 1) for line in stdout.split())}
+
+
+def test_a_cold_build_runs_one_go_build_for_kubernetes_etcd_and_the_tools_and_the_rest_beside_it_niced(bed_build):
+    r, calls = bed_build()
+    assert r.returncode == 0, r.stderr
+    dirs = _dirs(r.stdout)
+    assert set(dirs) == GROUPS
+    k8s = [c for c in calls if "k8s.io/kubernetes/cmd/kubelet" in c["args"]]
+    assert len(k8s) == 1
+    for pkg in ("kubectl", "kube-scheduler", "kube-controller-manager", "kube-apiserver"):
+        assert f"k8s.io/kubernetes/cmd/{pkg}" in k8s[0]["args"]
+    assert {"go.etcd.io/etcd/server/v3", "./cmd/..."} <= set(k8s[0]["args"])
+    assert not [c for c in calls if c is not k8s[0] and any("k8s.io/kubernetes/cmd/" in a or "etcd" in a
+                                                            for a in c["args"])]
+    assert {p.name for p in dirs["K8S_BIN"].iterdir()} == {"kubectl", "kubelet", "kube-scheduler",
+                                                           "kube-controller-manager", "kube-apiserver", "etcd",
+                                                           ".complete"}
+    assert (dirs["K8S_TOOLS_BIN"] / "checkpoint-share").exists() and (dirs["K8S_TOOLS_BIN"] / ".complete").exists()
+    nv = [c for c in calls if any("k8s-device-plugin" in a for a in c["args"])]
+    assert len(nv) == 1 and nv[0]["cgo"] == "1"
+    assert {"github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin@v0.19.3",
+            "github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery@v0.19.3"} <= set(nv[0]["args"])
+    assert not any("v0.18.2" in a for c in calls for a in c["args"])  # the previous release: only when asked
+    assert (dirs["NVIDIA_BIN"] / "nfd-api-crds.yaml").exists() and (dirs["NVIDIA_BIN"] / "nfd-master").exists()
+    kwok = [c for c in calls if any("sigs.k8s.io/kwok" in a for a in c["args"])]
+    assert len(kwok) == 1 and kwok[0]["nice"] == min(k8s[0]["nice"] + 10, 19)
+    for job in ("k8s", "kwok", "images", "nvidia", "containerd"):
+        assert f"] {job}: done in " in r.stderr
+    assert "k8s: built kubectl kubelet" in r.stderr
+
+    again, calls = bed_build()  # warm: no go at all, the same directories
+    assert again.returncode == 0 and calls == [] and _dirs(again.stdout) == dirs
+
+    shutil.rmtree(dirs["K8S_TOOLS_BIN"])  # the tools alone (as after editing one): never Kubernetes again
+    again, calls = bed_build()
+    assert again.returncode == 0 and _dirs(again.stdout) == dirs
+    assert len(calls) == 1 and calls[0]["args"][-1] == "./cmd/..."
+    assert not any("k8s.io/kubernetes/cmd/" in a or "etcd" in a for a in calls[0]["args"])
+    assert (dirs["K8S_TOOLS_BIN"] / "checkpoint-share").exists()
+
+
+def test_a_failed_job_fails_the_build_after_the_others_are_cached(bed_build):
+    r, _ = bed_build(FAKE_GO_FAIL="sigs.k8s.io/kwok")
+    assert r.returncode == 1
+    assert "kwok: FAILED building kwok" in r.stderr and "fake go: failing as asked" in r.stderr
+    assert "FAILED: kwok (exit 1)" in r.stderr
+    dirs = _dirs(r.stdout)
+    assert "KWOK_BIN" not in dirs and GROUPS - {"KWOK_BIN"} <= set(dirs)
+    assert all((d / ".complete").exists() for d in dirs.values())
+    again, calls = bed_build()  # the rerun builds only what failed
+    assert again.returncode == 0 and set(_dirs(again.stdout)) == GROUPS
+    assert len(calls) == 1 and "sigs.k8s.io/kwok/cmd/kwok@v0.8.0" in calls[0]["args"]
+
+
+def test_the_previous_plugin_release_is_built_only_when_asked_and_alone(bed_build):
+    r, calls = bed_build("nvidia-prev")
+    assert r.returncode == 0, r.stderr
+    dirs = _dirs(r.stdout)
+    assert set(dirs) == {"NVIDIA_PREV_BIN"}
+    assert len(calls) == 1 and calls[0]["cgo"] == "1"
+    assert [a for a in calls[0]["args"] if "@" in a] == ["github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin@v0.18.2"]
+    assert (dirs["NVIDIA_PREV_BIN"] / "nvidia-device-plugin").exists()
+
+
+def test_an_unknown_group_is_refused(bed_build):
+    r, calls = bed_build("everything")
+    assert r.returncode == 2 and "usage: build.sh" in r.stderr and calls == []
