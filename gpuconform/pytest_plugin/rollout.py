@@ -209,6 +209,9 @@ class Rehearsal:
             return r
         self.watch(r, uid, probe=free >= 2)
         r.held = [self.held(h) for h in held]
+        # the node's other checks judge the new version: the kubelet counters they compare with (registrations,
+        # its start time) are read again, now that the rollout has passed the node
+        c.run.kubelet.read_start_counters([c.node], lambda _: True, lambda n: c.run.inventory.expectations[n].resources)
         return r
 
     def watch(self, r: Rollout, uid: str, probe: bool) -> None:

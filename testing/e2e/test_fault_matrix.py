@@ -133,6 +133,21 @@ def test_dra_fault_is_detected_on_the_dra_node_with_its_code(fault, dra_node, tm
     assert not problems, "\n".join(problems)
 
 
+def test_a_healthy_rollout_rehearsal_passes_on_both_paths_and_the_checks_after_it_judge_the_new_version(dra_node,
+                                                                                                        tmp_path):
+    """The rehearsal (--gpuconform-rollout restart) on the healthy bed: NVIDIA's plugin and the seamless DRA driver
+    each restarted while held, then every other check on the new pods; nothing fails and both nodes certify (after
+    the DRA rows, so that the device-plugin rows run without the DRA node)."""
+    bed("dra", "fault")
+    rc, s = run_suite(tmp_path, "--gpuconform-rollout", "restart")
+    bad = [r for r in s["results"] if r["outcome"] != "passed" and r["reason"] != DRA_NOT_MADE]
+    assert not bad, json.dumps(bad, indent=1)
+    assert rc == 0 and sorted(s["certified_nodes"]) == sorted(s["gpu_nodes"]) and len(s["gpu_nodes"]) == 2
+    assert sorted(f["node"] for f in s["rollout"]) == sorted(s["gpu_nodes"])
+    assert all(f["completed"] and f["held_rounds"] > 0 for f in s["rollout"]), s["rollout"]
+    assert_nothing_left_behind()
+
+
 def teardown_module(module):
     if _matrix_rows:
         text = f"{'fault':{FAULT_W}} {'check':{CHECK_W}} {'reason code':{CODE_W}} result\n" + "\n".join(_matrix_rows) + "\n"
