@@ -164,8 +164,9 @@ def decide(ns: dict, now: datetime, force: bool = False,
     return Decision(name, False, f"its run is alive (heartbeat {_ago(age)} ago {clock}); --force deletes it anyway")
 
 
-def plan(namespaces: list[dict], now: datetime, force: bool = False) -> list[Decision]:
-    return sorted((decide(ns, now, force) for ns in namespaces),
+def plan(namespaces: list[dict], now: datetime, force: bool = False,
+         stale_after_s: float = timing.HEARTBEAT_STALE_S) -> list[Decision]:
+    return sorted((decide(ns, now, force, stale_after_s) for ns in namespaces),
                   key=lambda d: (not d.delete, not d.ours, d.namespace))
 
 
@@ -184,7 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true", help="delete live runs' namespaces too, and runs' namespaces "
                                                           "without a heartbeat (never another's namespace)")
     ap.add_argument("--dry-run", action="store_true", help="print the decisions, delete nothing")
+    ap.add_argument("--stale-after", type=float, default=timing.HEARTBEAT_STALE_S, metavar="SECONDS",
+                    help="a run whose last heartbeat write (the API server's time) is older than this is gone "
+                         f"(default %(default)g; a run beats every {timing.HEARTBEAT_EVERY_S:g} s)")
     a = ap.parse_args(argv)
+    if a.stale_after <= 0:
+        ap.error(f"--stale-after must be a positive number of seconds, got {a.stale_after:g}")
     try:
         cluster = kube.connect(a.kubeconfig, a.context, 5, 10, 30)
     except Exception as e:  # noqa: BLE001 - kubeconfig problems come in many types
@@ -203,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     elif abs((now - mine).total_seconds()) > 5:
         print(f"note   this machine's clock is {abs((now - mine).total_seconds()):.0f}s "
               f"{'behind' if now > mine else 'ahead of'} the API server's: ages are by the server's")
-    decisions = plan([kube.to_dict(cluster.api, n) for n in found.items], now or mine, a.force)
+    decisions = plan([kube.to_dict(cluster.api, n) for n in found.items], now or mine, a.force, a.stale_after)
     deleted, kept, foreign = [], [], []
     for d in decisions:
         if not d.ours:

@@ -15,6 +15,7 @@ import json
 import secrets
 import subprocess
 import sys
+import time
 
 import faults
 import pytest
@@ -37,6 +38,8 @@ def phase(name: str) -> str | None:
 
 
 def test_cleanup_deletes_an_abandoned_run_namespace_and_leaves_foreign_ones_labelled_like_it():
+    """The abandoned run's heartbeat is old by the API server's clock (its managedFields time), not by what the
+    annotation says: made here just now, it is stale only beyond --stale-after (3 s, waited for)."""
     run_id = f"e2e-{secrets.token_hex(3)}"
     abandoned = {"apiVersion": "v1", "kind": "Namespace", "metadata": {
         "name": f"gpuconform-{run_id}",
@@ -45,7 +48,9 @@ def test_cleanup_deletes_an_abandoned_run_namespace_and_leaves_foreign_ones_labe
     bed("fault", "foreign-namespace")
     try:
         kubectl("apply", "-f", "-", input=json.dumps(abandoned))
-        out = cleanup()
+        assert "its run is alive" in cleanup("--dry-run"), "a heartbeat written just now is a live run's"
+        time.sleep(4)
+        out = cleanup("--stale-after", "3")
         assert f"delete gpuconform-{run_id}: no heartbeat for" in out, out
         assert phase(f"gpuconform-{run_id}") in (None, "Terminating"), out
         forced = cleanup("--force", "--dry-run")

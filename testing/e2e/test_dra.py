@@ -19,8 +19,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not KUBECONFIG.exists(),
               pytest.mark.usefixtures("dra_node")]  # conftest.py: the DRA node up for this module
 
 DRA_NODE = "gpu-node-dra"
-# the checks made on the DRA path (gpuconform/catalog.py dra=True); the others say NOTCHECKED-DRA-PATH there
-MADE_ON_DRA = {c.name for c in catalog.CHECKS if c.dra}
+# the checks made on the DRA path (gpuconform/catalog.py dra=True); the others say NOTCHECKED-DRA-PATH there. The
+# rollout rehearsal is made there too, but only with rollout.mode (test_fault_matrix.py's healthy rehearsal)
+MADE_ON_DRA = {c.name for c in catalog.CHECKS if c.dra} - {"test_plugin_rollout_keeps_running_gpu_pods_and_admits_new_ones"}
 DRA_ONLY = catalog.DRA_ONLY
 
 
