@@ -242,6 +242,17 @@ class NodeCheck:
                                      self.node, self.cfg, self.timeouts.pod_complete,
                                      self.facts.registry_dir, recursive=self.host_mounts())
 
+    def has_checkpoint(self) -> bool:
+        """Whether the kubelet keeps a device checkpoint here for the node probe to mount (a single-file hostPath of
+        type File, which a missing file leaves Pending for good): a device plugin's node whose kubelet holds a device
+        of its resource (it writes the checkpoint with every device list a plugin sends it). Not on a DRA node, nor
+        where the resource is absent or 0 (never registered since the kubelet's state was wiped): there the probe
+        reports no checkpoint."""
+        if self.facts.by_claim:
+            return False
+        node = self.node_object()
+        return any((counts.advertised(node, r)[0] or 0) > 0 for r in self.expectation(node).resources)
+
     def host_mounts(self) -> str:
         """How the host readers mount on this node: recursively read-only where its runtime reports it can
         (pods.recursive_read_only), noted in the evidence where it cannot."""
@@ -380,7 +391,7 @@ class NodeCheck:
         name, _ = self.run_to_completion(pods.node_probe_pod(self.pod_name("nodeprobe", tag), ns, self.run_id,
                                                              self.node, self.cfg, self.timeouts.pod_complete,
                                                              recursive=self.host_mounts(),
-                                                             checkpoint=not self.facts.by_claim))
+                                                             checkpoint=self.has_checkpoint()))
         text = self.log(name)
         report, problems = verdicts.probe_report(text)
         self.note("node probe report", report or text[-2000:])
