@@ -22,10 +22,19 @@ def test_an_inherited_ignored_sigint_still_interrupts_the_run_and_is_given_back_
 
 
 def test_a_handler_already_set_for_sigint_is_left_alone():
-    before = signal.getsignal(signal.SIGINT)
-    s = Signals()
-    s.install()
+    """A handler someone set (not an inherited SIG_IGN, which the first test covers: a backgrounded `.ci/run` starts
+    with it, so the test sets its own rather than take whatever the process inherited)."""
+    def theirs(signum, frame):  # pragma: no cover - never called
+        pass
+
+    before = signal.signal(signal.SIGINT, theirs)
     try:
-        assert signal.getsignal(signal.SIGINT) is before
+        s = Signals()
+        s.install()
+        try:
+            assert signal.getsignal(signal.SIGINT) is theirs
+        finally:
+            s.restore()
+        assert signal.getsignal(signal.SIGINT) is theirs
     finally:
-        s.restore()
+        signal.signal(signal.SIGINT, before)
