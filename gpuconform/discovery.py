@@ -26,7 +26,7 @@ class Found:
 NOT_FOUND = Found([], "", "")  # a node where no plugin pod was found (or none was looked for)
 
 
-def _controller(pod: dict) -> dict:
+def controller_of(pod: dict) -> dict:
     """The pod's controller owner reference ({} when it has none); Kubernetes marks the one owner that manages the
     pod with controller: true (apimachinery metav1.GetControllerOf)."""
     refs = pod.get("metadata", {}).get("ownerReferences") or []
@@ -67,7 +67,7 @@ def does_the_job(pod: dict, suffix: str = DEVICE_PLUGINS_DIR, kubelet_dir: str =
     """'' when the pod does a device plugin's job (a DaemonSet's pod mounting the kubelet's device-plugins directory;
     with `suffix` PLUGINS_REGISTRY_DIR a DRA kubelet plugin's), else what it lacks, for the look-alike list."""
     lacks = []
-    if _controller(pod).get("kind") != "DaemonSet":
+    if controller_of(pod).get("kind") != "DaemonSet":
         lacks.append("no DaemonSet owner")
     if not device_plugin_mounts(pod, suffix, kubelet_dir):
         near = [(v.get("hostPath") or {}).get("path", "") for v in pod.get("spec", {}).get("volumes") or []
@@ -83,14 +83,14 @@ def is_companion(pod: dict) -> bool:
     md = pod.get("metadata", {})
     words = [md.get("name", ""), *(md.get("labels") or {}).values(),
              *(c.get("name", "") for c in pod.get("spec", {}).get("containers") or [])]
-    words.append(_controller(pod).get("name", ""))
+    words.append(controller_of(pod).get("name", ""))
     return any(marker in w for w in words for marker in COMPANION_MARKERS)
 
 
 def is_sandbox_plugin(pod: dict) -> bool:
     """The GPU operator's sandbox device plugin (VM passthrough/vGPU, gpuconform/nodemode.py): its DaemonSet is
     owned and named by the operator (assets/state-sandbox-device-plugin), so the controller's name decides."""
-    return _controller(pod).get("name", "") == SANDBOX_PLUGIN or \
+    return controller_of(pod).get("name", "") == SANDBOX_PLUGIN or \
         pod.get("metadata", {}).get("name", "").startswith(SANDBOX_PLUGIN + "-")
 
 
@@ -158,7 +158,7 @@ def find_plugin_pods(pods_on_node: list[dict], vendor: str, namespace: str = "",
             look_alikes.append(f"{_name(p)} ({lacks})")
             continue
         plugins.append(p)
-        owner = _controller(p)
+        owner = controller_of(p)
         how = []
         if selector:
             layouts.add("configured")

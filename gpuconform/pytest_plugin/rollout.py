@@ -14,7 +14,10 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Callable
 
-from gpuconform import kube, probes, verdicts
+from gpuconform import kube, latency, probes, verdicts
+from gpuconform.cleanup import parse_time
+from gpuconform.discovery import controller_of
+from gpuconform.nodes import condition
 from gpuconform.timing import PROGRESS_EVERY_S
 from gpuconform.verdicts.allocation import Seen
 from gpuconform.verdicts.common import Finding
@@ -72,14 +75,8 @@ class Gate:
             return True
 
 
-def _owner(pod: dict) -> str:
-    return next((o.get("uid", "") for o in (pod.get("metadata") or {}).get("ownerReferences") or []
-                 if o.get("kind") == "DaemonSet"), "")
-
-
 def _ready(pod: dict) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
+    return condition(pod, "Ready") == "True"
 
 
 def _state(pod: dict) -> str:
@@ -88,23 +85,14 @@ def _state(pod: dict) -> str:
 
 def _ready_at(pod: dict) -> datetime | None:
     c = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
-    return _when(c.get("lastTransitionTime")) if c and c.get("status") == "True" else None
+    return parse_time(c.get("lastTransitionTime")) if c and c.get("status") == "True" else None
 
 
 def _asked_to_end(pod: dict) -> datetime | None:
     """When the pod's deletion was asked for: its deletionTimestamp is that moment plus the grace period."""
     m = pod.get("metadata") or {}
-    d = _when(m.get("deletionTimestamp"))
+    d = parse_time(m.get("deletionTimestamp"))
     return d - timedelta(seconds=m.get("deletionGracePeriodSeconds") or 0) if d else None
-
-
-def _when(stamp: object) -> datetime | None:
-    if isinstance(stamp, datetime):
-        return stamp
-    try:
-        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else None
-    except ValueError:
-        return None
 
 
 class Rehearsal:
@@ -126,8 +114,8 @@ class Rehearsal:
             ns, name = named.split("/")
         else:
             found = c.plugin()
-            owners = [(p["metadata"]["namespace"], o.get("name")) for p in found.pods
-                      for o in p["metadata"].get("ownerReferences") or [] if o.get("kind") == "DaemonSet"]
+            owners = [(p["metadata"]["namespace"], controller_of(p).get("name")) for p in found.pods
+                      if controller_of(p).get("kind") == "DaemonSet"]
             hand_over([] if owners else [Finding("FAIL-F08-PLUGIN-NOT-READY", (
                 f"{c.node}: no plugin pod owned by a DaemonSet on the node ({found.why or 'none found'}): nothing to "
                 f"roll; name one with rollout.daemonSet"))])
@@ -137,7 +125,7 @@ class Rehearsal:
                 name, ns, _request_timeout=c.run.cluster.request_timeout))
 
     def plugin_pods(self, uid: str) -> list[dict]:
-        return [p for p in self.c.pods_on_node() if _owner(p) == uid]
+        return [p for p in self.c.pods_on_node() if controller_of(p).get("uid") == uid]
 
     def in_service(self) -> int | None:
         """Devices the node offers in service now (path.offered: capacity or published, less out of service)."""
@@ -282,14 +270,11 @@ class Rehearsal:
 
     @staticmethod
     def pending_s(pod: dict) -> float | None:
-        """Creation to the container's start, from the pod's own timestamps."""
-        made = _when((pod.get("metadata") or {}).get("creationTimestamp"))
-        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-            st = cs.get("state") or {}
-            began = _when((st.get("running") or st.get("terminated") or {}).get("startedAt"))
-            if made and began:
-                return max((began - made).total_seconds(), 0.0)
-        return None
+        """Creation to the container's start, from the pod's own timestamps (latency.pod_times)."""
+        if not (pod.get("metadata") or {}).get("creationTimestamp"):
+            return None
+        start = latency.pod_times(pod, []).phase("start")
+        return None if start is None else max(start, 0.0)
 
     def held(self, name: str) -> Held:
         c = self.c
