@@ -177,8 +177,7 @@ class Rehearsal:
         for h in held:
             c.log_until(h, until=lambda text: bool(probes.rounds(text)))
         old = self.plugin_pods(uid)
-        r = Rollout(c.node, key, self.mode, self.in_service(), tuple(p["metadata"]["name"] for p in old),
-                    dra=c.facts.by_claim)
+        r = Rollout(c.node, key, self.mode, self.in_service(), tuple(p["metadata"]["name"] for p in old))
         c.note("before the rollout", {"daemonset": key, "generation": ds["metadata"].get("generation"),
                                       "updateStrategy": (ds.get("spec") or {}).get("updateStrategy"),
                                       "plugin pods": list(r.old_pods), "devices in service": r.before,

@@ -73,7 +73,6 @@ class Rollout:
     new_pod_state: str = ""  # how the newest plugin pod stood when the rehearsal ended (kube.describe)
     seen: bool = True  # observe: the DaemonSet's generation changed within rollout.timeout
     timed_out: bool = False  # the node had not settled within rollout.timeout
-    dra: bool = False
 
     def down(self, s: Sample) -> bool:
         """Whether the node could not serve new GPU pods as before at sample `s`: no plugin pod serving it (the
@@ -189,12 +188,11 @@ def rollout_findings(r: Rollout, window_limit_s: float) -> list[Finding]:
         out.append(Finding("FAIL-ROLLOUT-ADMISSION", f"{node}: the kubelet rejected {len(serving)} of "
                            f"{len(r.probes)} GPU pod(s) created while a plugin pod served the node and it offered its "
                            f"devices: " + _probes(serving)))
-    if r.dra:
-        gone = [s.t for s in r.samples if s.slices == 0]
-        if gone:
-            out.append(Finding("FAIL-DRA-SLICES-WIPED", f"{node}: the driver's ResourceSlices for the node were gone "
-                               f"from {gone[0]:.0f}s to {gone[-1]:.0f}s into the rollout ({len(gone)} sample(s)): "
-                               f"no seamless upgrade, nothing could be allocated on the node meanwhile"))
+    gone = [s.t for s in r.samples if s.slices == 0]  # slices are counted on the DRA path only (None elsewhere)
+    if gone:
+        out.append(Finding("FAIL-DRA-SLICES-WIPED", f"{node}: the driver's ResourceSlices for the node were gone "
+                           f"from {gone[0]:.0f}s to {gone[-1]:.0f}s into the rollout ({len(gone)} sample(s)): "
+                           f"no seamless upgrade, nothing could be allocated on the node meanwhile"))
     long = [(a, b) for a, b in r.windows() if b - a > window_limit_s]
     if long:
         a, b = max(long, key=lambda w: w[1] - w[0])

@@ -90,12 +90,13 @@ def test_the_window_is_no_plugin_serving_or_fewer_devices_offered():
     assert healthy(before=None, samples=[Sample(0.0, 1, up)]).windows() == []
 
 
-def test_dra_slices_gone_during_the_rollout_fail_only_on_dra():
+def test_dra_slices_gone_during_the_rollout_fail_and_no_count_is_not_zero():
     up = (("driver", READY),)
     samples = [Sample(0.0, 4, up, slices=2), Sample(1.0, 0, up, slices=0), Sample(2.0, 4, up, slices=2)]
-    [f] = rollout_findings(healthy(samples=samples, dra=True), 30)
+    [f] = rollout_findings(healthy(samples=samples), 30)
     assert f.code == "FAIL-DRA-SLICES-WIPED" and "from 1s to 1s" in f.message
-    assert codes(healthy(samples=[Sample(0.0, 4, up, slices=2), Sample(1.0, 4, up, slices=1)], dra=True)) == []
+    assert codes(healthy(samples=[Sample(0.0, 4, up, slices=2), Sample(1.0, 4, up, slices=1)])) == []
+    assert codes(healthy(samples=[Sample(0.0, 4, up), Sample(1.0, 4, up)])) == []  # the device-plugin path: None
 
 
 def test_observe_mode_without_a_rollout_is_an_error_not_a_pass():
