@@ -207,6 +207,15 @@ _R = [
            "A plugin pod was Ready and the node offered its devices, yet the kubelet could not allocate (Allocate or "
            "GetPreferredAllocation failing: read the plugin log at the times named). Two plugin pods on one node "
            "(a DaemonSet with maxSurge) can remove each other's socket: NVIDIA's plugin must not surge."),
+    Reason("FAIL-ROLLOUT-DEVICES-REASSIGNED", "", "after the rollout the kubelet gave a new pod a GPU that a running "
+           "pod held", "The new version registers (or publishes) the same GPUs under other device IDs (for NVIDIA's "
+           "plugin, a changed deviceIDStrategy: uuid -> index): the kubelet's record of the running pods names the "
+           "old IDs, so it counts their GPUs free and allocates them again. Keep device IDs stable across versions, "
+           "or drain the node before rolling out a change of IDs."),
+    Reason("FAIL-ROLLOUT-KUBELET-RESTART", "", "the kubelet restarted while the plugin rolled out on the node",
+           "Something rolled out with the plugin restarted the node agent under running GPU pods (a toolkit or "
+           "driver change that restarts the kubelet or the container runtime: NVIDIA/gpu-operator#596). Roll such "
+           "changes separately from the plugin, on drained nodes."),
     Reason("FAIL-ROLLOUT-WINDOW", "", "no plugin pod served the node, or it offered fewer GPUs, for longer than "
            "thresholds.rolloutWindow",
            "The kubelet rejects, for good, every GPU pod it admits while no plugin serves its resource "

@@ -288,7 +288,7 @@ def main(argv: list[str]) -> int:
             return dranode.signal_driver_during_run(Kubectl(build()), float(argv[1]))
         if len(argv) != 1 or argv[0] not in cmds:
             raise BedError(f"usage: cluster.py {{{'|'.join(cmds)}|fault NAME|bed PROFILE LAYOUT|"
-                           "plugin-version VERSION|restart-kubelet [DELAY_S [--during-run]]|cut-access DELAY_S [CHECK]|roll-plugin DELAY_S {slow-start|crashloop}|nvml-event DELAY_S LINE...|"
+                           "plugin-version VERSION|restart-kubelet [DELAY_S [--during-run]]|cut-access DELAY_S [CHECK]|roll-plugin DELAY_S {slow-start|crashloop|time-slicing|kubelet-restart}|nvml-event DELAY_S LINE...|"
                            "dra-signal DELAY_S}}")
         return cmds[argv[0]]() or 0
     except BedError as e:

@@ -158,20 +158,50 @@ ROLL_CHANGES = {
          "command": ["sleep", "20"]}]}],
     # a flag NVIDIA's plugin does not know (urfave/cli exits with "flag provided but not defined")
     "crashloop": [{"op": "add", "path": "/spec/template/spec/containers/0/args", "value": ["--no-such-flag"]}],
+    # the upgrade turns on time-slicing (the chart's config.map with sharing.timeSlicing, ROLL_CONFIG): the new
+    # plugin registers every GPU again as replicas "<uuid>::<n>" (NVIDIA/k8s-device-plugin api/config/v1
+    # replicas.go), under IDs the kubelet's record of the running pods does not name. (deviceIDStrategy=index does
+    # not do this: it changes only what the container is told; the plugin still registers UUIDs.)
+    "time-slicing": [
+        {"op": "add", "path": "/spec/template/spec/containers/0/env/-",
+         "value": {"name": "CONFIG_FILE", "value": "/config/config.yaml"}},
+        {"op": "add", "path": "/spec/template/spec/containers/0/volumeMounts/-",
+         "value": {"name": "config", "mountPath": "/config", "readOnly": True}},
+        {"op": "add", "path": "/spec/template/spec/volumes/-",
+         "value": {"name": "config", "configMap": {"name": bed.PLUGIN_CM}}}],
+    # a co-rollout: the plugin's template changes and, with it, something restarts the kubelet (a toolkit or
+    # driver change rolled out together; NVIDIA/gpu-operator#596)
+    "kubelet-restart": [{"op": "add", "path": "/spec/template/metadata/annotations",
+                         "value": {"gpuconform.dev/bed-co-rollout": "kubelet-restart"}}],
 }
 
 
 def roll_plugin_during_run(after: float, change: str) -> int:
-    """Changes the plugin DaemonSet's pod template `after` seconds after a new suite run's first pod on the GPU
-    node (ROLL_CHANGES[change]): the DaemonSet controller rolls it as after a `helm upgrade` (fault rows
-    rollout-*; the suite's rehearsal in rollout.mode=observe waits for this)."""
-    _, kubectl, _ = _ctx()
+    """Changes the plugin DaemonSet's pod template `after` seconds after a new suite run's rehearsal holds the GPU
+    node (its held pods Running; ROLL_CHANGES[change]): the DaemonSet controller rolls it as after a `helm upgrade`
+    (fault rows rollout-*; the suite's rehearsal in rollout.mode=observe waits for this)."""
+    bins, kubectl, ip = _ctx()
     lay = shapes.LAYOUT_OBJECTS[shapes.current()[1]]
     bed.wait_for_suite_pod(kubectl, bed.NODE_NAME)
+
+    def held() -> bool:  # the rehearsal's held pods (check label `rollout`) all Running: the node is held
+        pods = kubectl.json("get", "pods", "-A", "-l", f"{CHECK_LABEL}=rollout", "--field-selector",
+                            f"spec.nodeName={bed.NODE_NAME}").get("items", [])
+        return bool(pods) and all(p.get("status", {}).get("phase") == "Running" for p in pods)
+
+    bed.wait_for(f"the suite's held pods on {bed.NODE_NAME}", held, 300)
     time.sleep(after)
+    if change == "time-slicing":
+        kubectl.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": bed.PLUGIN_CM, "namespace": lay.namespace, "labels": shapes.BED_LABEL},
+            "data": {"config.yaml": json.dumps(shapes.nvidia_config("time-slicing"), indent=1)}})
     kubectl("patch", "daemonset", "-n", lay.namespace, lay.daemonset, "--type=json", "-p",
             json.dumps(ROLL_CHANGES[change]))
     bed.say(f"rolled the plugin DaemonSet {lay.namespace}/{lay.daemonset} ({change}) {after:g}s into the run")
+    if change == "kubelet-restart":
+        _restart_kubelet(bins, kubectl, ip, bed.read_state().get("topology_policy", "single-numa-node"),
+                         wipe_checkpoint=False)
+        bed.say("restarted the kubelet with the plugin's rollout (a co-rollout)")
     return 0
 
 
@@ -254,6 +284,8 @@ def clear(quiet: bool = False, target: tuple[str, str, str] | None = None) -> in
         subprocess.run(["pkill", "-f", "cluster.py roll-plugin"], check=False)
         lay = shapes.LAYOUT_OBJECTS[shapes.current()[1]]
         kubectl("delete", "daemonset", "-n", lay.namespace, lay.daemonset, "--ignore-not-found", "--wait=true")
+        if shapes.nvidia_config(shapes.current()[0]) is None:  # the time-slicing roll's config, where none belongs
+            kubectl("delete", "configmap", "-n", lay.namespace, bed.PLUGIN_CM, "--ignore-not-found")
     if had(NvmlEvents):  # an event still waiting for a run must not hit the next one
         subprocess.run(["pkill", "-f", "cluster.py nvml-event"], check=False)
     if had(OperatorFailing) or gpunode.validator_state(kubectl) != "ready":

@@ -150,10 +150,12 @@ class CutAccess:
 
 @dataclass(frozen=True)
 class RollPluginDuringRun:
-    """The plugin's DaemonSet gets a new pod template this many seconds after a new suite run's first pod on the
-    GPU node (`cluster.py roll-plugin DELAY_S CHANGE`, in the background), as a `helm upgrade` would, and rolls:
-    `slow-start` (the new pod starts 20 s late: an init container, the old one already gone), `crashloop` (the new
-    version exits at start: a flag it does not know)."""
+    """The plugin's DaemonSet gets a new pod template this many seconds after a new suite run's rehearsal holds
+    the GPU node (`cluster.py roll-plugin DELAY_S CHANGE`, in the background), as a `helm upgrade` would, and
+    rolls: `slow-start` (the new pod starts 20 s late: an init container, the old one already gone), `crashloop`
+    (the new version exits at start: a flag it does not know), `time-slicing` (the upgrade turns on time-slicing:
+    the GPUs register again as replicas, under other IDs), `kubelet-restart` (the kubelet restarts with the
+    plugin's rollout)."""
     after_s: float
     change: str
     sim_only: ClassVar[bool] = False
@@ -536,6 +538,17 @@ DEVICE_PLUGIN_TABLE = (
         RollPluginDuringRun(5, "crashloop"), stack="nvidia",
         expect=Expect({ROLLOUT: "FAIL-ROLLOUT-STUCK"}, select="rollout and gpu-node-0",
                       args=("--gpuconform-rollout", "observe", "--gpuconform-set", "rollout.timeout=40s"))),
+    _dp("rollout-ids-changed", "rollout", "a plugin upgrade that re-registers the GPUs under other device IDs "
+        "(NVIDIA's plugin upgraded with time-slicing on: each GPU registers again as replicas <uuid>::<n>): the "
+        "kubelet's record of the held pods names the old IDs, so it counts their GPUs free",
+        RollPluginDuringRun(5, "time-slicing"), stack="nvidia",
+        expect=Expect({ROLLOUT: "FAIL-ROLLOUT-DEVICES-REASSIGNED"}, select="rollout and gpu-node-0",
+                      args=("--gpuconform-rollout", "observe"))),
+    _dp("rollout-kubelet-restart", "rollout", "a co-rollout: something rolled out with the plugin restarts the "
+        "kubelet under the running GPU pods",
+        RollPluginDuringRun(5, "kubelet-restart"), stack="nvidia",
+        expect=Expect({ROLLOUT: "FAIL-ROLLOUT-KUBELET-RESTART"}, select="rollout and gpu-node-0",
+                      args=("--gpuconform-rollout", "observe"))),
     _dp("rollout-access-lost", "rollout", "a held pod loses its GPU while the plugin restarts, as when a toolkit "
         "rolled out with it reloads systemd and resets the containers' device rules",
         CutAccess(3, "rollout"), stack="nvidia",

@@ -185,6 +185,15 @@ class DevicePluginPath:
         c.hand_over(twice)
         return [verdicts.kubelet_assigned(report, c.namespace(), holder, "probe", c.resource)]
 
+    def held_records(self, pods: list[str]) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]] | None:
+        """After a rollout: the device IDs the kubelet's PodResources List records for each held pod, and those
+        its GetAllocatableResources offers (the node probe; None where it may not run)."""
+        c = self.check
+        if c.probe_off():
+            return None
+        report = c.probe("rollout", required=False)
+        return verdicts.held_and_offered(report, c.namespace(), pods, "probe", c.resource) if report else None
+
     def withheld(self) -> dict[str, list[str]]:
         """Devices withheld from allocation by a taint (a DRA notion: none here)."""
         return {}
@@ -296,6 +305,17 @@ class DraPath(DevicePluginPath):
             out.append(dradevices.kubelet_claims_assigned(c.probe("record"), c.namespace(), holder, "probe", driver,
                                                           slices))
         return out
+
+    def held_records(self, pods: list[str]) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]] | None:
+        """After a rollout: the devices (pool/device) the held pods' claims were allocated, and those the driver
+        publishes for the node now (None without the grant to read claims)."""
+        c, driver = self.check, self.facts.driver
+        if not c.granted("resourceclaims"):
+            return None
+        slices = c.resource_slices()
+        held = {p: tuple(f"{r.get('pool')}/{r.get('device')}" for r in dradevices.claim_results(c.claims_of(p), driver))
+                for p in pods}
+        return held, tuple(f"{pool}/{dev}" for pool, dev in dradevices.slice_uuids(driver, slices))
 
     def withheld(self) -> dict[str, list[str]]:
         """The devices its driver (or a DeviceTaintRule) tainted out of service now."""

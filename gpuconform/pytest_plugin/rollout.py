@@ -1,7 +1,8 @@
 """The rollout rehearsal's I/O (rollout.mode; docs/rollout.md): on one node, hold a pod on every free device but
 one, start or wait for the rollout of the DaemonSet that runs the node's plugin (or DRA driver), and read the node
 once a second until a new plugin pod is Ready there and the node offers its devices again, sending a small GPU
-pod at the last device every rollout.probeEvery. What it read becomes a `Rollout`; the verdict is
+pod at the last device every rollout.probeEvery and one more once the rollout has passed the node (each must run
+on a GPU no held pod has), and reading the kubelet's start time before and after. What it read becomes a `Rollout`; the verdict is
 gpuconform/verdicts/rollout.py's.
 
 `restart` rolls a DaemonSet once for every node it runs on: the first node held waits (up to ROLLOUT_GATE_S) for
@@ -15,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Callable
 
 from gpuconform import kube, latency, probes, verdicts
+from gpuconform.probes import exclusive_ids
 from gpuconform.cleanup import parse_time
 from gpuconform.discovery import controller_of
 from gpuconform.nodes import condition
@@ -120,12 +122,22 @@ class Rehearsal:
                 f"{c.node}: no plugin pod owned by a DaemonSet on the node ({found.why or 'none found'}): nothing to "
                 f"roll; name one with rollout.daemonSet"))])
             ns, name = owners[0]
+        return self.daemonset_now(ns, name)
+
+    def daemonset_now(self, ns: str, name: str) -> dict:
+        c = self.c
         with kube.calling(f"reading DaemonSet {ns}/{name}"):
             return kube.to_dict(c.run.cluster.api, c.run.cluster.apps.read_namespaced_daemon_set(
                 name, ns, _request_timeout=c.run.cluster.request_timeout))
 
     def plugin_pods(self, uid: str) -> list[dict]:
         return [p for p in self.c.pods_on_node() if controller_of(p).get("uid") == uid]
+
+    def kubelet_started(self) -> float | None:
+        """The kubelet's process start time from its /metrics (None without the nodes/proxy grant): read before
+        and after the rollout, it tells whether the kubelet restarted meanwhile."""
+        samples = self.c.run.kubelet.metrics(self.c.node)
+        return None if samples is None else verdicts.kubelet_started(samples)
 
     def in_service(self) -> int | None:
         """Devices the node offers in service now (path.offered: capacity or published, less out of service)."""
@@ -159,7 +171,7 @@ class Rehearsal:
                     f"{generation}): start the upgrade now ({time.monotonic() - t0:.0f}s of "
                     f"{self.timeout:.0f}s)")
                 nxt = time.monotonic() + PROGRESS_EVERY_S
-            c.run.cancelled.wait(2.0)
+            c.run.cancelled.wait(SAMPLE_EVERY_S)  # the rollout's first moments are its window's
         return False
 
     # ------------------------------------------------------------ the rehearsal
@@ -183,6 +195,7 @@ class Rehearsal:
                                       "plugin pods": list(r.old_pods), "devices in service": r.before,
                                       "held pods": held, "probe pods": "one at a time" if free >= 2 else "none"})
         log(f"{c.node}: holding {hold} GPU(s) for the rollout rehearsal of DaemonSet {key} ({self.mode})")
+        started = self.kubelet_started()
         if self.mode == "restart":
             fresh = c.run.rollout_gate.arrive(key, c.node, lambda: self.restart(ns, name), ROLLOUT_GATE_S,
                                               c.run.cancelled)
@@ -191,11 +204,19 @@ class Rehearsal:
                 hand_over([Finding("ERROR-ROLLOUT-NOT-SEEN", f"{c.node}: the restart of DaemonSet {key} had begun "
                                    f"before this node's devices were held (more rehearsed nodes than "
                                    f"limits.concurrency {self.cfg.get('limits.concurrency')})")])
-        elif not self.wait_for_change(ns, name, ds["metadata"].get("generation") or 0):
-            r.seen = False
-            return r
+        else:
+            generation = self.daemonset_now(ns, name)["metadata"].get("generation") or 0
+            if generation != ds["metadata"].get("generation"):  # it changed while the node was being held
+                hand_over([Finding("ERROR-ROLLOUT-NOT-SEEN", f"{c.node}: DaemonSet {key} changed (generation "
+                                   f"{ds['metadata'].get('generation')} -> {generation}) before this node's devices "
+                                   f"were held: start the upgrade once the run says it is holding the node")])
+            if not self.wait_for_change(ns, name, generation):
+                r.seen = False
+                return r
         self.watch(r, uid, probe=free >= 2)
         r.held = [self.held(h) for h in held]
+        r.kubelet_started = (started, self.kubelet_started())
+        r.records, r.offered_ids = c.path.held_records(held) or (None, None)
         # the node's other checks judge the new version: the kubelet counters they compare with (registrations,
         # its start time) are read again, now that the rollout has passed the node
         c.run.kubelet.read_start_counters([c.node], lambda _: True, lambda n: c.run.inventory.expectations[n].resources)
@@ -212,6 +233,7 @@ class Rehearsal:
         passed_at: float | None = None
         live: tuple[str, float] | None = None
         next_probe, n, nxt_log = 0.0, 0, t0 + PROGRESS_EVERY_S
+        after = False  # the probe pod that meets the new version, once the rollout has passed the node
         while not c.run.cancelled.is_set():
             t = time.monotonic() - t0
             pods = self.plugin_pods(uid)
@@ -236,9 +258,12 @@ class Rehearsal:
             out_of_time = t > self.timeout
             r.timed_out = out_of_time and passed_at is None
             closing = out_of_time or (passed_at is not None and t - passed_at >= settle)
-            if probe:  # no new probe pod once the rollout has passed the node (or ran out of time)
+            if probe:  # while it rolls, then one more once it has passed the node (none once out of time)
+                was = n
                 live, next_probe, n = self.probe_step(r, live, t, next_probe, n, t0,
-                                                      start=passed_at is None and not out_of_time, stop=out_of_time)
+                                                      start=not out_of_time and (passed_at is None or not after),
+                                                      now=passed_at is not None, stop=out_of_time)
+                after = after or (passed_at is not None and n > was)
             if closing and live is None:
                 break
             if time.monotonic() >= nxt_log:
@@ -249,19 +274,23 @@ class Rehearsal:
             c.run.cancelled.wait(SAMPLE_EVERY_S)
 
     def probe_step(self, r: Rollout, live: tuple[str, float] | None, t: float, next_probe: float, n: int,
-                   t0: float, start: bool, stop: bool) -> tuple[tuple[str, float] | None, float, int]:
-        """One probe pod at a time: record the live one once it has an outcome, or as pending when the rehearsal
-        ran out of time (and end it); start the next when its time has come and `start`."""
+                   t0: float, start: bool, now: bool, stop: bool) -> tuple[tuple[str, float] | None, float, int]:
+        """One probe pod at a time: record the live one once it has an outcome (one that ran: once it has printed
+        its device check and ended), or as pending when the rehearsal ran out of time (and end it); start the next
+        when its time has come (or `now`) and `start`."""
         c = self.c
         if live is not None:
             name, created = live
             state = c.pod_state(name) or {}
             outcome, reason, message = probe_outcome(state)
-            if outcome != "pending" or stop:
-                r.probes.append(Probe(name, round(created, 1), outcome, reason, message, self.pending_s(state)))
+            ended = (state.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            if (outcome != "pending" and (outcome != "ran" or ended)) or stop:
+                gpus = exclusive_ids(Seen.from_log(name, 1, c.log(name)).gpus) if outcome == "ran" else []
+                r.probes.append(Probe(name, round(created, 1), outcome, reason, message, self.pending_s(state),
+                                      tuple(sorted(set(gpus)))))
                 c.end(name)
                 live = None
-        if live is None and t >= next_probe and start:
+        if live is None and (t >= next_probe or now) and start:
             n += 1
             live = (c.start(c.probe_pod(f"roll{n}", "rollout", 1)), round(time.monotonic() - t0, 1))
             next_probe = t + self.every

@@ -12,7 +12,7 @@ from .allocation import (Seen, access_findings, burst_findings, burst_size, coun
                          isolation_findings, isolation_request, unhealthy_ids_needed, vector_add_findings)
 from .common import busy, folded, not_checked, nvidia_tooling, unusable
 from .kubelet_record import (Assigned, allocatable_agrees, allocatable_findings, assignment_findings, double_assignment_findings,
-                             hardware_findings, kubelet_assigned, node_offer, numa_counts, probe_report, reported_numa_findings,
+                             hardware_findings, held_and_offered, kubelet_assigned, node_offer, numa_counts, probe_report, reported_numa_findings,
                              status_update_s, with_pci_count)
 from .counts import offer_findings, went_out_of_service
 from .pods import classify, creation_refused, injection_failure
@@ -37,7 +37,7 @@ __all__ = [
     "numa_findings", "parse_configz", "policy_findings",
     # the node probe: the kubelet's record and the PCI hardware
     "Assigned", "allocatable_agrees", "allocatable_findings", "assignment_findings", "double_assignment_findings",
-    "hardware_findings", "kubelet_assigned", "node_offer", "numa_counts", "probe_report", "reported_numa_findings", "status_update_s", "with_pci_count",
+    "hardware_findings", "held_and_offered", "kubelet_assigned", "node_offer", "numa_counts", "probe_report", "reported_numa_findings", "status_update_s", "with_pci_count",
     # pods: why a suite pod did not do what was asked
     "classify", "creation_refused", "injection_failure",
     # latency

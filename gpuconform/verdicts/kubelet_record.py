@@ -300,6 +300,17 @@ def assigned_to(report: dict, namespace: str, pod: str, container: str) -> dict[
     return None
 
 
+def held_and_offered(report: dict, namespace: str, pods: list[str], container: str,
+                     resource: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]] | None:
+    """The device IDs the kubelet's PodResources List records for each of `pods`' `container` (`resource`), and
+    the IDs its GetAllocatableResources offers; None where either was not read."""
+    if _part(report, "podResources")[1] or _part(report, "allocatable")[1] or not report.get("allocatable"):
+        return None
+    held = {p: tuple((assigned_to(report, namespace, p, container) or {}).get(resource, [])) for p in pods}
+    alloc = _part(report, "allocatable")[0]
+    return held, tuple(i for d in _by_resource(alloc.get("devices", [])).get(resource, []) for i in d.get("ids", []))
+
+
 def kubelet_assigned(report: dict, namespace: str, pod: str, container: str, resource: str) -> Assigned:
     """The device plugin's devices the kubelet's PodResources List records for one container (replicas by their
     GPU). IDs that are not UUIDs (deviceIDStrategy=index) cannot be matched to what a pod sees."""

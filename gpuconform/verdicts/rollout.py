@@ -46,6 +46,7 @@ class Probe:
     reason: str = ""
     message: str = ""
     pending_s: float | None = None
+    gpus: tuple[str, ...] = ()  # the GPUs the pod's device check saw (exclusive ids), when it ran
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,37 @@ class Rollout:
     new_pod_state: str = ""  # how the newest plugin pod stood when the rehearsal ended (kube.describe)
     seen: bool = True  # observe: the DaemonSet's generation changed within rollout.timeout
     timed_out: bool = False  # the node had not settled within rollout.timeout
+    # the kubelet's process start time (its /metrics) before the rollout and after it passed the node; None: not
+    # read (no nodes/proxy grant, or not exported)
+    kubelet_started: tuple[float | None, float | None] = (None, None)
+
+    # after the rollout: each held pod's devices as the node's allocation record names them (the kubelet's
+    # PodResources List; on DRA its claims' results, pool/device) and the devices on offer then (GetAllocatableResources;
+    # the driver's published devices); None: not read (no node probe, or no grant)
+    records: dict[str, tuple[str, ...]] | None = None
+    offered_ids: tuple[str, ...] | None = None
+
+    def unoffered(self) -> dict[str, list[str]]:
+        """Held pod -> the devices its record names that are no longer on offer: the kubelet (or the scheduler)
+        counts what the pod holds as free."""
+        if self.records is None or self.offered_ids is None:
+            return {}
+        on = set(self.offered_ids)
+        return {pod: gone for pod, ids in self.records.items() if (gone := [i for i in ids if i not in on])}
+
+    def held_gpus(self) -> dict[str, str]:
+        """GPU id -> the held pod that saw it in its first device check (before the rollout)."""
+        return {g: h.pod for h in self.held if h.rounds for g in exclusive_ids(h.rounds[0][1].gpus)}
+
+    def reassigned(self) -> list[tuple[Probe, list[str]]]:
+        """Probe pods that were given a GPU a held pod had held since before the rollout, with those GPUs."""
+        held = self.held_gpus()
+        return [(p, sorted(set(p.gpus) & held.keys())) for p in self.probes if set(p.gpus) & held.keys()]
+
+    def kubelet_restarted(self) -> bool | None:
+        """Whether the kubelet's process started again while the rollout passed the node (None: not read)."""
+        a, b = self.kubelet_started
+        return None if a is None or b is None else b != a
 
     def down(self, s: Sample) -> bool:
         """Whether the node could not serve new GPU pods as before at sample `s`: no plugin pod serving it (the
@@ -114,6 +146,7 @@ class Rollout:
                 "probe_rejected": len(rejected),
                 "probe_rejected_in_window": sum(self.in_window(p.t) for p in rejected),
                 "probe_pending_max_s": max((p.pending_s for p in ran), default=None),
+                "probe_reassigned": len(self.reassigned()), "held_unoffered": len(self.unoffered()), "kubelet_restarted": self.kubelet_restarted(),
                 "samples": len(self.samples), "completed": bool(self.new_pod) and not self.timed_out}
 
     def timeline(self) -> list[dict]:
@@ -159,6 +192,11 @@ def rollout_findings(r: Rollout, window_limit_s: float) -> list[Finding]:
     - FAIL-ROLLOUT-STUCK: no new plugin pod became Ready on the node, or the node did not offer its devices again,
       within rollout.timeout;
     - FAIL-ROLLOUT-ACCESS-LOST: a held pod lost or changed its devices, or stopped;
+    - FAIL-ROLLOUT-DEVICES-REASSIGNED: a probe pod was given a GPU that a held pod had held since before the
+      rollout: the new version registered (or published) the devices under other IDs, so the kubelet's record of
+      the held pods no longer covers what they hold and it hands their GPUs out again;
+    - FAIL-ROLLOUT-KUBELET-RESTART: the kubelet restarted while the rollout passed the node (a co-rollout of the
+      node agent, the container runtime or the toolkit under running GPU pods);
     - FAIL-ROLLOUT-ADMISSION: the kubelet rejected a probe pod while a plugin pod served the node and it offered
       its devices (outside every window): a plugin that serves but cannot allocate;
     - FAIL-DRA-SLICES-WIPED: the driver's ResourceSlices for the node were gone at some moment (no seamless
@@ -182,6 +220,27 @@ def rollout_findings(r: Rollout, window_limit_s: float) -> list[Finding]:
                            f"offered {last} device(s) at the end of rollout.timeout, {r.before} before the rollout"))
     for h in r.held:
         out += access_through(node, h)
+    clash = r.reassigned()
+    if clash:
+        held = r.held_gpus()
+        out.append(Finding("FAIL-ROLLOUT-DEVICES-REASSIGNED", f"{node}: " + "; ".join(
+            f"probe pod {p.name} ({p.t:.0f}s into the rollout) was given {', '.join(gpus)}, held by "
+            f"{', '.join(sorted({held[g] for g in gpus}))} since before it" for p, gpus in clash[:3]) + (
+            f" (and {len(clash) - 3} more)" if len(clash) > 3 else "") + ": the new version offers the devices "
+            "under other IDs, so the kubelet no longer sees them as in use and hands a GPU to two pods"))
+    if gone := r.unoffered():
+        offered = sorted(r.offered_ids or ())
+        out.append(Finding("FAIL-ROLLOUT-DEVICES-REASSIGNED", f"{node}: after the rollout the node's allocation "
+                           f"record names devices that are no longer offered: " + "; ".join(
+                               f"held pod {pod} holds {', '.join(ids)}" for pod, ids in sorted(gone.items())[:3])
+                           + f" (now offered: {', '.join(offered[:6])}{' ...' if len(offered) > 6 else ''}): the "
+                           "new version offers the devices under other IDs, so their holders' GPUs count as free"))
+    if r.kubelet_restarted():
+        a, b = r.kubelet_started
+        out.append(Finding("FAIL-ROLLOUT-KUBELET-RESTART", f"{node}: the kubelet restarted while DaemonSet "
+                           f"{r.daemonset} rolled out (process start time {a:.0f} -> {b:.0f}, with {len(r.held)} "
+                           f"held GPU pod(s) running): the rollout restarted the node agent under running GPU "
+                           f"workloads"))
     rejected = [p for p in r.probes if p.outcome == "rejected"]
     serving = [p for p in rejected if not r.in_window(p.t)]
     if serving:

@@ -80,7 +80,7 @@ def test_faults_of_nvidias_stack_are_made_through_nvml_events():
     assert set(nv) == {"xid-unhealthy", "gpu-lost", "gpu-fell-off-bus", "xid-during-run"}
     # the rollout rehearsal's rows roll NVIDIA's own plugin (its DaemonSet, its flags)
     assert {n for n, f in DEVICE_PLUGIN_FAULTS.items() if f.row == "rollout"} == {
-        "rollout-slow-start", "rollout-crashloop", "rollout-access-lost"}
+        "rollout-slow-start", "rollout-crashloop", "rollout-access-lost", "rollout-ids-changed", "rollout-kubelet-restart"}
     assert DEVICE_PLUGIN_FAULTS["xid-during-run"].step(NvmlEvents).after_s == 1  # lands during the run
     assert all(f.step(NvmlEvents) and not f.step(SimPlugin) for f in nv.values())
     assert all(f.stack in ("", *shapes.STACKS) for f in DEVICE_PLUGIN_FAULTS.values())

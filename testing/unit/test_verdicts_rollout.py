@@ -136,3 +136,25 @@ def test_a_restart_starts_once_when_every_rehearsed_node_is_held():
     # a node held after the restart began is told so: the rollout may have passed it already
     assert gate.arrive("ns/plugin", "n4", lambda: started.append("n4"), 5, cancelled) is False
     assert len(started) == 1
+
+
+def test_a_probe_pod_given_a_held_gpu_after_the_rollout_fails_naming_both_pods():
+    # the new version re-registered the GPUs under other IDs (NVIDIA's deviceIDStrategy uuid -> index): the kubelet
+    # counts the held pod's GPU free and hands it to the probe pod
+    clash = healthy(probes=[Probe("roll1", 0.0, "ran", pending_s=1.0, gpus=(B,)),
+                            Probe("roll2", 3.0, "ran", pending_s=1.0, gpus=(A,))])
+    [f] = rollout_findings(clash, 30)
+    assert f.code == "FAIL-ROLLOUT-DEVICES-REASSIGNED"
+    assert "roll2" in f.message and A in f.message and "hold0" in f.message and "roll1" not in f.message
+    assert clash.figures()["probe_reassigned"] == 1
+    # a probe pod on the free GPU is what a healthy rollout gives
+    assert codes(healthy(probes=[Probe("roll1", 3.0, "ran", pending_s=1.0, gpus=(B,))])) == []
+
+
+def test_a_kubelet_restart_during_the_rollout_fails_and_an_unread_start_time_judges_nothing():
+    [f] = rollout_findings(healthy(kubelet_started=(1000.0, 1042.0)), 30)
+    assert f.code == "FAIL-ROLLOUT-KUBELET-RESTART" and "1000 -> 1042" in f.message and "1 held" in f.message
+    assert codes(healthy(kubelet_started=(1000.0, 1000.0))) == []
+    assert codes(healthy(kubelet_started=(None, 1042.0))) == []
+    assert healthy().figures()["kubelet_restarted"] is None
+    assert healthy(kubelet_started=(1000.0, 1042.0)).figures()["kubelet_restarted"] is True
