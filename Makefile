@@ -11,7 +11,7 @@ APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static 
 
 help:
 	@echo "make demo | test | cluster-up | cluster-down | cluster-status | bed PROFILE=... LAYOUT=... [STACK=...] | faults | fault NAME=... | fault-clear | cleanup [FORCE=1]"
-	@echo "make bench | bench-scale [N=1000] | soak [N=10] | rehearse [N=1] | gfd-labels [GFD_TAG=v0.19.3] | wheel | wheel-try"
+	@echo "make bench | bench-scale [N=1000] | soak [N=10] | rehearse [N=1] [MODE=upgrade|restart] | gfd-labels [GFD_TAG=v0.19.3] | wheel | wheel-try"
 
 deps: $(VENV)/.installed
 	@for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -122,10 +122,12 @@ soak: cluster-up
 	$(PY) testing/soak.py $(if $(filter command line,$(origin N)),$(N),10)
 
 # The rollout rehearsal on the bed (docs/rollout.md): N clean rehearsals (default 1) of NVIDIA's plugin and the DRA
-# driver, each restarted while the suite holds their nodes; per-rehearsal figures, then p50/max of the window.
+# driver while the suite holds their nodes. MODE=upgrade (default): the bed rolls NVIDIA's plugin to its other
+# release (v0.19.3 <-> v0.18.2) and restarts the DRA driver; MODE=restart: the suite restarts both, same release.
+# Per-rehearsal figures, then p50/max of the window.
 rehearse: export GPUCONFORM_BED_DRA := 1
 rehearse: cluster-up
-	$(PY) testing/rehearse.py $(if $(filter command line,$(origin N)),$(N),1)
+	$(PY) testing/rehearse.py $(if $(filter command line,$(origin N)),$(N),1) --mode $(if $(MODE),$(MODE),upgrade)
 
 # Deletes the namespaces of gpuconform runs that are no longer alive (heartbeat stale, or ended); it prints what it
 # deletes and what it leaves, and why (gpuconform/cleanup.py). Only a run's own namespaces: named

@@ -9,6 +9,8 @@
     cluster.py fault-clear   restore the healthy state (and the shape the bed was started in)
     cluster.py bed PROFILE LAYOUT   switch the real node's pool profile / plugin install layout (shapes.py)
     cluster.py plugin-version VERSION   roll NVIDIA's plugin DaemonSet to release VERSION (v0.18.2 or v0.19.3)
+    cluster.py upgrade-during-run VERSION   once a rehearsal holds the nodes: plugin-version VERSION and restart the
+                                        DRA driver's DaemonSet (make rehearse's upgrade)
 
 Everything runs as root on this machine: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 containerd (Debian's) with runc and CNI bridge, kubelet, and kwok. State, logs and the kubeconfig live in
@@ -278,6 +280,8 @@ def main(argv: list[str]) -> int:
             return faults.restart_kubelet(float(argv[1]) if len(argv) >= 2 else 0, during_run=argv[2:] != [])
         if argv[:1] == ["plugin-version"] and len(argv) == 2:
             return gpunode.plugin_version(argv[1])
+        if argv[:1] == ["upgrade-during-run"] and len(argv) == 2:
+            return faults.upgrade_during_run(argv[1])
         if argv[:1] == ["cut-access"] and len(argv) in (2, 3):
             return faults.cut_access(float(argv[1]), *argv[2:])
         if argv[:1] == ["roll-plugin"] and len(argv) == 3 and argv[2] in faults.ROLL_CHANGES:
@@ -288,7 +292,7 @@ def main(argv: list[str]) -> int:
             return dranode.signal_driver_during_run(Kubectl(build()), float(argv[1]))
         if len(argv) != 1 or argv[0] not in cmds:
             raise BedError(f"usage: cluster.py {{{'|'.join(cmds)}|fault NAME|bed PROFILE LAYOUT|"
-                           "plugin-version VERSION|restart-kubelet [DELAY_S [--during-run]]|cut-access DELAY_S [CHECK]|roll-plugin DELAY_S {slow-start|crashloop|time-slicing|kubelet-restart}|nvml-event DELAY_S LINE...|"
+                           "plugin-version VERSION|upgrade-during-run VERSION|restart-kubelet [DELAY_S [--during-run]]|cut-access DELAY_S [CHECK]|roll-plugin DELAY_S {slow-start|crashloop|time-slicing|kubelet-restart}|nvml-event DELAY_S LINE...|"
                            "dra-signal DELAY_S}}")
         return cmds[argv[0]]() or 0
     except BedError as e:

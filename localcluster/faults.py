@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import bed
+import dranode
 import gpunode
 import nvidia
 import shapes
@@ -176,6 +177,36 @@ ROLL_CHANGES = {
 }
 
 
+def wait_until_held(kubectl: bed.Kubectl, node: str) -> None:
+    """Until the suite's rollout rehearsal holds `node`: its held pods (check label `rollout`) all Running, none
+    ending (call after bed.wait_for_suite_pod: the run has begun)."""
+    def held() -> bool:
+        pods = kubectl.json("get", "pods", "-A", "-l", f"{CHECK_LABEL}=rollout", "--field-selector",
+                            f"spec.nodeName={node}").get("items", [])
+        return bool(pods) and all(p.get("status", {}).get("phase") == "Running"
+                                  and not p["metadata"].get("deletionTimestamp") for p in pods)
+
+    bed.wait_for(f"the suite's held pods on {node}", held, 300)
+
+
+def upgrade_during_run(version: str, after: float = 3) -> int:
+    """The user's upgrade that `make rehearse` (observe mode) rehearses: once the suite's rehearsal holds the GPU
+    node (and the DRA node, when it is up), rolls NVIDIA's plugin to release `version` as a `helm upgrade` does
+    (gpunode.plugin_version) and restarts the DRA driver's DaemonSet (kubectl rollout restart)."""
+    _, kubectl, _ = _ctx()
+    dra = dranode.is_up(kubectl)
+    bed.wait_for_suite_pod(kubectl, bed.NODE_NAME)
+    for node in [bed.NODE_NAME] + ([bed.DRA_NODE] if dra else []):
+        wait_until_held(kubectl, node)
+    time.sleep(after)
+    if dra:
+        inst = dranode.install()
+        kubectl("rollout", "restart", "daemonset", "-n", inst.namespace, inst.daemonset)
+        bed.say(f"restarted the DRA driver's DaemonSet {inst.namespace}/{inst.daemonset}")
+    gpunode.plugin_version(version)
+    return 0
+
+
 def roll_plugin_during_run(after: float, change: str) -> int:
     """Changes the plugin DaemonSet's pod template `after` seconds after a new suite run's rehearsal holds the GPU
     node (its held pods Running; ROLL_CHANGES[change]): the DaemonSet controller rolls it as after a `helm upgrade`
@@ -183,13 +214,7 @@ def roll_plugin_during_run(after: float, change: str) -> int:
     bins, kubectl, ip = _ctx()
     lay = shapes.LAYOUT_OBJECTS[shapes.current()[1]]
     bed.wait_for_suite_pod(kubectl, bed.NODE_NAME)
-
-    def held() -> bool:  # the rehearsal's held pods (check label `rollout`) all Running: the node is held
-        pods = kubectl.json("get", "pods", "-A", "-l", f"{CHECK_LABEL}=rollout", "--field-selector",
-                            f"spec.nodeName={bed.NODE_NAME}").get("items", [])
-        return bool(pods) and all(p.get("status", {}).get("phase") == "Running" for p in pods)
-
-    bed.wait_for(f"the suite's held pods on {bed.NODE_NAME}", held, 300)
+    wait_until_held(kubectl, bed.NODE_NAME)
     time.sleep(after)
     if change == "time-slicing":
         kubectl.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {

@@ -106,6 +106,7 @@ class Rehearsal:
         self.mode = self.cfg.get("rollout.mode")
         self.timeout = self.cfg.seconds("rollout.timeout")
         self.every = self.cfg.seconds("rollout.probeEvery")
+        self.deleted: dict[str, datetime] = {}  # old plugin pod -> when its deletion was asked for
 
     # ------------------------------------------------------------ reads
 
@@ -156,11 +157,17 @@ class Rehearsal:
                 name, ns, {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: now}}}}},
                 _request_timeout=c.run.cluster.request_timeout)
 
-    def wait_for_change(self, ns: str, name: str, generation: int) -> bool:
+    def note_deletions(self, r: Rollout, pods: list[dict]) -> None:
+        for p in pods:
+            if p["metadata"]["name"] in r.old_pods and (d := _asked_to_end(p)):
+                self.deleted.setdefault(p["metadata"]["name"], d)
+
+    def wait_for_change(self, r: Rollout, uid: str, ns: str, name: str, generation: int) -> bool:
         """observe: until the DaemonSet's generation moves on (rollout.timeout); progress lines meanwhile."""
         c, t0 = self.c, time.monotonic()
         nxt = t0
         while time.monotonic() - t0 < self.timeout and not c.run.cancelled.is_set():
+            self.note_deletions(r, self.plugin_pods(uid))
             with kube.calling(f"reading DaemonSet {ns}/{name}"):
                 ds = c.run.cluster.apps.read_namespaced_daemon_set(name, ns,
                                                                    _request_timeout=c.run.cluster.request_timeout)
@@ -210,7 +217,7 @@ class Rehearsal:
                 hand_over([Finding("ERROR-ROLLOUT-NOT-SEEN", f"{c.node}: DaemonSet {key} changed (generation "
                                    f"{ds['metadata'].get('generation')} -> {generation}) before this node's devices "
                                    f"were held: start the upgrade once the run says it is holding the node")])
-            if not self.wait_for_change(ns, name, generation):
+            if not self.wait_for_change(r, uid, ns, name, generation):
                 r.seen = False
                 return r
         self.watch(r, uid, probe=free >= 2)
@@ -228,7 +235,6 @@ class Rehearsal:
         rollout.timeout."""
         c = self.c
         t0 = time.monotonic()
-        deleted: dict[str, datetime] = {}
         settle = (verdicts.status_update_s(c.kubelet_config()) if not c.facts.by_claim else 2.0) + 2.0
         passed_at: float | None = None
         live: tuple[str, float] | None = None
@@ -237,17 +243,23 @@ class Rehearsal:
         while not c.run.cancelled.is_set():
             t = time.monotonic() - t0
             pods = self.plugin_pods(uid)
-            for p in pods:
-                if p["metadata"]["name"] in r.old_pods and (d := _asked_to_end(p)):
-                    deleted.setdefault(p["metadata"]["name"], d)
+            self.note_deletions(r, pods)
             offered = self.in_service()
             r.samples.append(Sample(round(t, 1), offered, tuple((p["metadata"]["name"], _state(p)) for p in pods),
                                     c.path.slices_now()))
             new = [p for p in pods if p["metadata"]["name"] not in r.old_pods and _ready(p)]
             if new and not r.new_pod:
                 r.new_pod = new[0]["metadata"]["name"]
-                ready, gone = _ready_at(new[0]), min(deleted.values(), default=None)
-                r.handover_s = (ready - gone).total_seconds() if ready and gone else None
+                # from the old pod's deletion; none with an old pod still serving (a surge: no hand-over gap); an
+                # old pod that ended between two samples left no deletion time, and then (no surge: the new pod is
+                # made once the old one is gone) from the new one's creation
+                ready, gone = _ready_at(new[0]), min(self.deleted.values(), default=None)
+                if not gone and any(p["metadata"]["name"] in r.old_pods for p in pods):
+                    r.handover_s, r.handover_from = 0.0, "old pod still serving"
+                else:
+                    r.handover_from = "old pod asked to end" if gone else "new pod created"
+                    gone = gone or parse_time(new[0]["metadata"].get("creationTimestamp"))
+                    r.handover_s = (ready - gone).total_seconds() if ready and gone else None
             fresh = [p for p in pods if p["metadata"]["name"] not in r.old_pods]
             r.new_pod_state = kube.describe(fresh[-1]) if fresh else ""
             back = r.before is None or (offered is not None and offered >= r.before)

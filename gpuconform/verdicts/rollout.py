@@ -71,6 +71,7 @@ class Rollout:
     probes: list[Probe] = field(default_factory=list)
     new_pod: str = ""  # the plugin pod that replaced them ("" none seen Ready)
     handover_s: float | None = None  # old pod's deletionTimestamp -> new pod Ready (server timestamps)
+    handover_from: str = ""  # "old pod asked to end", or "new pod created" where its deletion was not seen
     new_pod_state: str = ""  # how the newest plugin pod stood when the rehearsal ended (kube.describe)
     seen: bool = True  # observe: the DaemonSet's generation changed within rollout.timeout
     timed_out: bool = False  # the node had not settled within rollout.timeout
@@ -139,7 +140,7 @@ class Rollout:
         ran = [p for p in self.probes if p.pending_s is not None]
         rejected = [p for p in self.probes if p.outcome == "rejected"]
         return {"daemonset": self.daemonset, "mode": self.mode, "window_s": self.window_s(),
-                "handover_s": self.handover_s, "devices_before": self.before,
+                "handover_s": self.handover_s, "handover_from": self.handover_from, "devices_before": self.before,
                 "devices_min": min((s.offered for s in self.samples if s.offered is not None), default=None),
                 "held_pods": len(self.held), "held_rounds": sum(len(h.rounds) for h in self.held),
                 "probe_pods": len(self.probes),
