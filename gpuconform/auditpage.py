@@ -40,6 +40,7 @@ STYLE = """<style>
 .gc-check{min-width:4.5em;max-width:8em;white-space:normal;font-weight:normal}
 .gc-verdict{font:bold 15px sans-serif;padding:6px 10px;margin:6px 0;border:1px solid #ccc}
 .gc-paths{font:12px sans-serif;margin:2px 0}
+.gc-warning{font:12px sans-serif;margin:2px 0;padding:3px 8px;background:#fff4e5;border-left:3px solid #ff7f0e}
 </style>"""
 
 
@@ -610,7 +611,19 @@ def verdict_html(summary: dict, meaning: str) -> str:
     paths = (summary.get("environment") or {}).get("allocation paths (GPU nodes)")
     if paths:
         out += f'<p class="gc-paths">GPU nodes by allocation path (device plugin, DRA driver): {_e(paths)}</p>'
+    for w in warnings(summary):
+        out += f'<p class="gc-warning">Warning: {_e(w)}</p>'
     return out
+
+
+def warnings(summary: dict) -> list[str]:
+    """What an auditor should know about how the run was set up: today, plugin.namespace left empty."""
+    plugin = (summary.get("config") or {}).get("plugin")
+    if isinstance(plugin, dict) and "namespace" in plugin and not plugin.get("namespace"):
+        return ["plugin.namespace is not set: a DaemonSet's pod in any namespace that mounts the kubelet's plugin "
+                "directory is judged as the plugin; set it to the namespace(s) where admins install the device "
+                "plugin and DRA driver, where tenants cannot create pods"]
+    return []
 
 
 # ---------------------------------------------------------------- the rollout rehearsal's timeline

@@ -507,9 +507,10 @@ FIELDS: tuple[Field, ...] = (
           "mig-<profile>.count labels"),
 
     Field("plugin.namespace", Str(), "",
-          "the one namespace the plugin pods may run in (where admins install it; tenants cannot write there): "
-          "pods elsewhere, even doing a plugin's job, are set aside as look-alikes. Empty = any namespace, where "
-          "only a DaemonSet's pod mounting the device-plugins directory counts, whatever its labels"),
+          "the namespace the plugin pods (device plugin and DRA driver) may run in, or several comma-separated "
+          "(where admins install them; tenants cannot write there): pods elsewhere, even doing a plugin's job, are "
+          "set aside as look-alikes. Empty = any namespace, where only a DaemonSet's pod mounting the kubelet's "
+          "plugin directory counts, whatever its labels (the report warns)"),
     Field("plugin.selector", SELECTOR, "",
           "label selector narrowing the plugin pods (where more than one DaemonSet does a plugin's job); a selected "
           "pod must still be a DaemonSet's pod mounting the device-plugins directory"),

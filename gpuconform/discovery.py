@@ -130,13 +130,15 @@ def _name(p: dict) -> str:
 def find_plugin_pods(pods_on_node: list[dict], vendor: str, namespace: str = "", selector: str = "",
                      dra: bool = False, kubelet_dir: str = KUBELET_DIR) -> Found:
     """The plugin pods among the pods bound to one node: those doing a plugin's job (does_the_job), in
-    `namespace` when set (plugin.namespace), among the `selector` selection when set (plugin.selector). `dra`: the
-    node's GPUs are served by a DRA driver, whose kubelet-plugin pods are the plugin there (plugin.namespace and
-    plugin.selector name the device plugin and are not applied). `kubelet_dir` (nodeProbe.kubeletDir): the mount
-    must be exactly its device-plugins (DRA: plugins_registry) directory."""
+    one of the `namespace`s when set (plugin.namespace: one, or several comma-separated), among the `selector`
+    selection when set (plugin.selector). `dra`: the node's GPUs are served by a DRA driver, whose kubelet-plugin
+    pods are the plugin there (plugin.namespace applies to them too; plugin.selector names the device plugin's
+    labels and is not applied). `kubelet_dir` (nodeProbe.kubeletDir): the mount must be exactly its device-plugins
+    (DRA: plugins_registry) directory."""
     suffix = PLUGINS_REGISTRY_DIR if dra else DEVICE_PLUGINS_DIR
     if dra:
-        namespace = selector = ""
+        selector = ""
+    spaces = {n.strip() for n in namespace.split(",") if n.strip()}
     plugins, companions, look_alikes, why = [], [], [], []
     layouts = set()
     for p in pods_on_node:
@@ -150,7 +152,7 @@ def find_plugin_pods(pods_on_node: list[dict], vendor: str, namespace: str = "",
         if is_companion(p) or is_sandbox_plugin(p):
             companions.append(_name(p))
             continue
-        if namespace and p["metadata"].get("namespace") != namespace:
+        if spaces and p["metadata"].get("namespace") not in spaces:
             if not picked:
                 continue  # another namespace's DaemonSet (a NIC's plugin, say) that does not look like ours
             lacks = ", ".join(filter(None, [f"not in plugin.namespace {namespace}", lacks]))

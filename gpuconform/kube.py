@@ -221,12 +221,13 @@ class Cluster:
         return resp.data.decode("utf-8", errors="replace")
 
     def pod_log(self, namespace: str, name: str, container: str | None = None, tail: int | None = None,
-                previous: bool = False) -> str:
+                previous: bool = False, timestamps: bool = False) -> str:
         """A container's log as text. Read raw and decoded here: the generated client decodes strictly, so one
         byte that is not UTF-8 (a binary write, a cut multi-byte character) would lose the whole log as ERROR-API;
         such bytes become U+FFFD and the rest of the log is kept."""
         resp = self.core.read_namespaced_pod_log(name, namespace, container=container, tail_lines=tail,
-                                                 previous=previous, _request_timeout=self.request_timeout,
+                                                 previous=previous, timestamps=timestamps,
+                                                 _request_timeout=self.request_timeout,
                                                  _preload_content=False)
         return decode_log(resp.data)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpuconform import counts, dradevices, timing, verdicts
+from gpuconform import counts, dradevices, healthtimes, pods, timing, verdicts
 from gpuconform.reasons import REASONS
 
 from .livelog import log
@@ -111,7 +111,25 @@ class DevicePluginPath:
         after = self.offered(at_end=True)
         c.note("offered", {"when the node's checks started": before.__dict__, "when they had ended": after.__dict__})
         c.record("out_of_service_at_end", after.out_of_service)
-        c.hand_over(verdicts.went_out_of_service(c.node, before, after))
+        found = verdicts.went_out_of_service(c.node, before, after)
+        new = [n.split(" (", 1)[0] for n in after.out_named if n not in before.out_named]
+        if found and new:
+            times = self.layer_times(new)
+            c.note("time from the plugin's mark to each layer (healthtimes.py)", times)
+            c.record("out_of_service_layers", healthtimes.render(times))
+        c.hand_over(found)
+
+    def layer_times(self, devices: list[str]) -> list[dict]:
+        """For each device that went out of service: when the plugin marked it unhealthy (its log), and the
+        kubelet's writes that carry it (the node status; the holding pod's allocatedResourcesStatus)."""
+        c = self.check
+        log = "\n".join(c.run.spaces.pod_log(p["metadata"]["namespace"], p["metadata"]["name"], tail=5000,
+                                             timestamps=True) for p in c.plugin().pods)
+        node = c.node_object()
+        status = (healthtimes.status_written(node, "f:allocatable"), "the kubelet's last write of the node's status "
+                  "(allocatable; managedFields)")
+        return [healthtimes.layer_times(d, healthtimes.plugin_marked(d, log), status, c.pods_on_node())
+                for d in devices]
 
     def offered(self, at_end: bool) -> counts.Offered:
         """Capacity and the devices out of service now; at the end from the kubelet's own record: its allocatable
@@ -185,14 +203,14 @@ class DevicePluginPath:
         c.hand_over(twice)
         return [verdicts.kubelet_assigned(report, c.namespace(), holder, "probe", c.resource)]
 
-    def held_records(self, pods: list[str]) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]] | None:
+    def held_records(self, holders: list[str]) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]] | None:
         """After a rollout: the device IDs the kubelet's PodResources List records for each held pod, and those
         its GetAllocatableResources offers (the node probe; None where it may not run)."""
         c = self.check
         if c.probe_off():
             return None
         report = c.probe("rollout", required=False)
-        return verdicts.held_and_offered(report, c.namespace(), pods, "probe", c.resource) if report else None
+        return verdicts.held_and_offered(report, c.namespace(), holders, "probe", c.resource) if report else None
 
     def withheld(self) -> dict[str, list[str]]:
         """Devices withheld from allocation by a taint (a DRA notion: none here)."""
@@ -260,6 +278,22 @@ class DraPath(DevicePluginPath):
         """The driver's ResourceSlices for the node now (from the slice watch)."""
         return sum(1 for s in self.check.resource_slices() if (s.get("spec") or {}).get("driver") == self.facts.driver)
 
+    def layer_times(self, devices: list[str]) -> list[dict]:
+        """For each device ("pool/device") tainted out of service: the taint's timeAdded (the driver's mark) and
+        the slice's last write (what the scheduler reads), and the holding pod's allocatedResourcesStatus."""
+        c, driver, slices = self.check, self.facts.driver, self.check.resource_slices()
+        ours = [p for p in c.pods_on_node() if (p["metadata"].get("labels") or {}).get(pods.RUN_LABEL) == c.run_id]
+        held = [(p, {f"{r.get('pool')}/{r.get('device')}" for r in dradevices.claim_results(c.claims_of_pod(p), driver)})
+                for p in ours]  # the run's pods: the suite reads claims in its own namespaces only
+        out = []
+        for d in devices:
+            added, written = healthtimes.slice_written(slices, driver, d)
+            out.append(healthtimes.layer_times(
+                d, (added, "the device taint's timeAdded in the driver's slice"),
+                (written, "the driver's last write of its slice (managedFields)"),
+                [p for p, devs in held if d in devs], holding=True))
+        return out
+
     def offered(self, at_end: bool) -> counts.Offered:
         """The driver's published GPUs and its devices tainted out of service now (its slices and the
         DeviceTaintRules, as the watches hold them: a driver taints a failing device in its slice at once)."""
@@ -306,7 +340,7 @@ class DraPath(DevicePluginPath):
                                                           slices))
         return out
 
-    def held_records(self, pods: list[str]) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]] | None:
+    def held_records(self, holders: list[str]) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]] | None:
         """After a rollout: the devices (pool/device) the held pods' claims were allocated, and those the driver
         publishes for the node now (None without the grant to read claims)."""
         c, driver = self.check, self.facts.driver
@@ -314,7 +348,7 @@ class DraPath(DevicePluginPath):
             return None
         slices = c.resource_slices()
         held = {p: tuple(f"{r.get('pool')}/{r.get('device')}" for r in dradevices.claim_results(c.claims_of(p), driver))
-                for p in pods}
+                for p in holders}
         return held, tuple(f"{pool}/{dev}" for pool, dev in dradevices.slice_uuids(driver, slices))
 
     def withheld(self) -> dict[str, list[str]]:

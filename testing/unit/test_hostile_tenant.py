@@ -152,3 +152,28 @@ def test_the_configured_kubelet_dir_is_the_one_that_counts():
     assert discovery.device_plugin_mounts(plugin, kubelet_dir="/data/kubelet/") == []
     assert discovery.does_the_job(moved) == ("its hostPath /data/kubelet/device-plugins is not the kubelet's "
                                              "/var/lib/kubelet/device-plugins")
+
+
+def test_plugin_namespace_takes_several_and_applies_to_a_dra_driver_too():
+    from pathlib import Path
+
+    import yaml
+    real = on_node(layout("nvidia-helm.json"), "gpu-ts-0")
+    found = discovery.find_plugin_pods(real, "nvidia", namespace="gpu-operator, nvidia-device-plugin")
+    assert [p["metadata"]["namespace"] for p in found.pods] == ["nvidia-device-plugin"] and not found.look_alikes
+    # the GPU operator's DRA driver (recorded shape): found in its namespace, set aside outside the configured ones
+    shape = yaml.safe_load((Path(__file__).parent / "data" / "dra" / "operator-v26.7.yaml").read_text())
+    pods = shape["pods"]
+    ns = {p["metadata"]["namespace"] for p in discovery.find_plugin_pods(pods, "nvidia", dra=True).pods}
+    assert discovery.find_plugin_pods(pods, "nvidia", namespace=",".join(ns), dra=True).pods
+    elsewhere = discovery.find_plugin_pods(pods, "nvidia", namespace="nvidia-device-plugin", dra=True)
+    assert not elsewhere.pods and all("not in plugin.namespace nvidia-device-plugin" in x
+                                      for x in elsewhere.look_alikes)  # before: the namespace was not applied on DRA
+
+
+def test_the_report_warns_when_no_plugin_namespace_is_set():
+    from gpuconform import auditpage
+    assert auditpage.warnings({"config": {"plugin": {"namespace": ""}}})[0].startswith("plugin.namespace is not set")
+    assert auditpage.warnings({"config": {"plugin": {"namespace": "gpu-operator"}}}) == []
+    html = auditpage.verdict_html({"exit_status": 0, "config": {"plugin": {"namespace": ""}}}, "ok")
+    assert 'class="gc-warning">Warning: plugin.namespace is not set' in html
