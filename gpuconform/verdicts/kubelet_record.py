@@ -254,10 +254,15 @@ def node_offer(exp: Expectation, node_obj: dict, report: dict | None = None) -> 
         cap += qty(cap_all.get(r)) or 0
         healthy += len(_ids(listed.get(r, []))) if listed is not None else (qty(alloc_all.get(r)) or 0)
     src = "the kubelet's allocatable list" if listed is not None else "node allocatable"
-    # named: the devices the kubelet's checkpoint registers (healthy and unhealthy alike) that its list leaves out
-    registered = ((report or {}).get("checkpoint") or {}).get("registered") or {}
+    # named: the devices the kubelet's checkpoint knows (its registered devices, which are the healthy ones on
+    # v1.37, and those its allocations hold) that its list leaves out: an Unhealthy device is named where a pod
+    # holds it, else only counted
+    cp = (report or {}).get("checkpoint") or {}
+    known = {r: set((cp.get("registered") or {}).get(r, [])) | {i for e in cp.get("entries") or []
+                                                                 if e.get("resource") == r for i in e.get("ids", [])}
+             for r in exp.resources}
     named = [] if listed is None else sorted(
-        i for r in exp.resources for i in set(registered.get(r, [])) - set(_ids(listed.get(r, []))))
+        i for r in exp.resources for i in known[r] - set(_ids(listed.get(r, []))))
     return Offered(f"capacity {', '.join(exp.resources)}", cap, exp.replicas, out_of_service=max(cap - healthy, 0),
                    out_named=named, out_how=f"of {cap} devices are not in {src}")
 

@@ -404,6 +404,8 @@ def test_what_a_node_offers_is_read_from_the_kubelets_list_where_the_probe_read_
     assert (o.count, o.out_of_service) == (4, 1) and "not in the kubelet's allocatable list" in o.out_how
     assert node_offer(exp, node, {"allocatable": {"error": "no socket"}}).out_of_service == 0  # falls back
     assert o.out_named == []  # no checkpoint read: the one left out is not known by name
-    # the kubelet's checkpoint registers every device of the plugin, healthy or not: the one the list leaves out
-    o = node_offer(exp, node, {**listed, "checkpoint": {"registered": {"nvidia.com/gpu": [G0, G1, "GPU-c", "GPU-d"]}}})
-    assert o.out_named == ["GPU-d"]
+    # the kubelet's checkpoint (v1.37: its healthy devices, and every allocation): an Unhealthy device a pod holds
+    # is named (the Xid row: the vector-add pod held it), one nobody holds only counted
+    cp = {"registered": {"nvidia.com/gpu": [G0, G1, "GPU-c"]},
+          "entries": [{"resource": "nvidia.com/gpu", "ids": ["GPU-d"]}, {"resource": "other", "ids": ["x"]}]}
+    assert node_offer(exp, node, {**listed, "checkpoint": cp}).out_named == ["GPU-d"]
