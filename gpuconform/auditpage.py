@@ -617,13 +617,18 @@ def verdict_html(summary: dict, meaning: str) -> str:
 
 
 def warnings(summary: dict) -> list[str]:
-    """What an auditor should know about how the run was set up: today, plugin.namespace left empty."""
+    """What an auditor should know about how the run was set up: plugin.namespace left empty, the run's
+    credentials not caged by the admission policy (the pre-flight's dry run was admitted)."""
+    out = []
     plugin = (summary.get("config") or {}).get("plugin")
     if isinstance(plugin, dict) and "namespace" in plugin and not plugin.get("namespace"):
-        return ["plugin.namespace is not set: a DaemonSet's pod in any namespace that mounts the kubelet's plugin "
-                "directory is judged as the plugin; set it to the namespace(s) where admins install the device "
-                "plugin and DRA driver, where tenants cannot create pods"]
-    return []
+        out.append("plugin.namespace is not set: a DaemonSet's pod in any namespace that mounts the kubelet's plugin "
+                   "directory is judged as the plugin; set it to the namespace(s) where admins install the device "
+                   "plugin and DRA driver, where tenants cannot create pods")
+    policy = str((summary.get("environment") or {}).get("admission policy") or "")
+    if policy.startswith("not in force"):
+        out.append(f"the admission policy gpuconform-writes is {policy}")
+    return out
 
 
 # ---------------------------------------------------------------- the rollout rehearsal's timeline

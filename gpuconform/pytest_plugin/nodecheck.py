@@ -197,6 +197,14 @@ class NodeCheck:
         return self.run.inventory.free_among(self.node, on_node, node,
                                              ignore=[p for p in on_node if pods.is_run_long(p, self.run_id)])
 
+    def freed_since(self, free: int, ours: list[str]) -> int:
+        """Devices released since the node had `free` free by pods other than the run's pods `ours` (counted free):
+        another team's churn during a burst."""
+        node, on_node = self.node_object(), self.pods_on_node()
+        mine = [p for p in on_node if p["metadata"]["name"] in ours
+                and (p["metadata"].get("labels") or {}).get(pods.RUN_LABEL) == self.run_id]
+        return max(0, self.run.inventory.free_among(self.node, on_node, node, ignore=mine) - free)
+
     def note(self, key: str, value: Any) -> None:
         """Evidence, shown when the check fails."""
         self.evidence.note(key, value)

@@ -211,6 +211,13 @@ MISUSES = {
         bed_cfg().get("nodeProbe.sysfsPath").rstrip("/"), recursive=None, root=True)),
     "P2: sysfs recursiveReadOnly IfPossible under the shipped Enabled parameter": ("create", lambda: host_path_pod(
         bed_cfg().get("nodeProbe.sysfsPath").rstrip("/"), recursive="IfPossible", root=True)),
+    "D: a projected ServiceAccount token of another audience": ("create", lambda: hostile_pod(MAIN, "token", volumes=[
+        {"name": "t", "projected": {"sources": [{"serviceAccountToken": {"audience": "vault", "path": "t"}}]}}])),
+    "D: a key-less Exists toleration (the control plane's taints too)": ("create", lambda: hostile_pod(
+        MAIN, "everywhere", tolerations=[{"operator": "Exists"}])),
+    "D: system-node-critical": ("create", lambda: hostile_pod(MAIN, "critical", priorityClassName="system-node-critical")),
+    "D: AppArmor Unconfined": ("create", lambda: hostile_pod(NODE, "unconfined", securityContext={
+        **hostile_pod(NODE, "x")["spec"]["securityContext"], "appArmorProfile": {"type": "Unconfined"}})),
     "P3: a run namespace created with the DRA admin-access label": ("create", lambda: {
         **run_namespace(f"gpuconform-{RUN}a", "restricted"), "metadata": {
             **run_namespace(f"gpuconform-{RUN}a", "restricted")["metadata"],
@@ -285,3 +292,29 @@ def test_without_its_parameters_the_policy_refuses_every_write(sa):
         end = time.monotonic() + 30
         while time.monotonic() < end and as_sa(sa, "create", "--dry-run=server", "-f", "-", obj=p).returncode:
             time.sleep(1)
+
+
+def test_the_node_proxy_reaches_only_the_kubelets_metrics_and_configz(sa):
+    """With the optional grant (manifests/rbac-nodes-proxy.yaml), `get nodes/proxy` reaches every kubelet path,
+    exec included. The API server admits a node-proxy request as CONNECT with the path in NodeProxyOptions, so the
+    policy fences the ServiceAccount to /metrics and /configz: the kubelet's pod list and an exec through the proxy
+    are refused at admission."""
+    grant = [o for o in yaml.safe_load_all((ROOT / "manifests" / "rbac-nodes-proxy.yaml").read_text()) if o]
+    kubectl("apply", "-f", "-", input=as_list(grant))
+    try:
+        end = time.monotonic() + 30
+        while time.monotonic() < end:  # RBAC is read through the authorizer's cache
+            metrics = as_sa(sa, "get", "--raw", f"/api/v1/nodes/{GPU_NODE}/proxy/metrics")
+            if metrics.returncode == 0:
+                break
+            time.sleep(1)
+        assert metrics.returncode == 0 and "kubelet_" in metrics.stdout, metrics.stderr
+        configz = as_sa(sa, "get", "--raw", f"/api/v1/nodes/{GPU_NODE}/proxy/configz")
+        assert configz.returncode == 0 and "kubeletconfig" in configz.stdout, configz.stderr
+        plugin = kubectl("get", "pods", "-n", "nvidia-device-plugin", "-o", "name").split()[0].split("/")[1]
+        for path in ("pods", f"exec/nvidia-device-plugin/{plugin}/nvidia-device-plugin-ctr?command=id&output=1",
+                     "metrics/../pods", "configz/"):
+            out = as_sa(sa, "get", "--raw", f"/api/v1/nodes/{GPU_NODE}/proxy/{path}")
+            assert out.returncode != 0 and REFUSED in out.stderr, f"{path}: {out.returncode} {out.stderr[:300]}"
+    finally:
+        kubectl("delete", "-f", "-", "--ignore-not-found", input=as_list(grant), check=False)

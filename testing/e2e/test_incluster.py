@@ -291,6 +291,9 @@ def test_job_runs_the_suite_in_cluster_and_its_reports_can_be_fetched(suite_imag
     assert summary["exit_status"] == 0, summary
     assert summary["results"] and summary["certified_nodes"] == summary["gpu_nodes"] == ["gpu-node-0"]
     assert summary["run_id"] == run_id
+    # the pre-flight proved the cage: the policy refused its dry run, and the report carries no warning of it
+    assert summary["environment"]["admission policy"].startswith("in force"), summary["environment"]
+    assert not any("admission policy" in w for w in summary.get("warnings", [])), summary.get("warnings")
     assert any(r["check"] == "test_plugin_socket_exists_in_device_plugins_dir" for r in summary["results"]), \
         "the privileged node probe should run in-cluster too (in its own privileged run namespace)"
     assert summary["optional_permissions"] == {name: True for name in OPTIONAL}

@@ -105,11 +105,12 @@ def suite_pods(cfg: gconfig.Config) -> list[dict]:
 
 
 def request(op: str, resource: str, obj: dict | None = None, old: dict | None = None, ns: dict | None = None,
-            user: str = SA, dry_run: bool = False, param: dict | None = None) -> dict:
+            user: str = SA, dry_run: bool = False, param: dict | None = None, sub: str = "") -> dict:
     """The admission request's CEL variables as a ValidatingAdmissionPolicy sees them (`params`: the binding's
-    parameter object; by default the shipped one with the bed's sysfs path)."""
+    parameter object; by default the shipped one with the bed's sysfs path; `sub`: the subresource)."""
     subject = obj or old or {}
     return {"request": {"operation": op, "userInfo": {"username": user}, "dryRun": dry_run,
+                        **({"subResource": sub} if sub else {}),  # the API server leaves it out when empty
                         "resource": {"group": "", "version": "v1", "resource": resource},
                         "name": subject.get("metadata", {}).get("name", ""),
                         "namespace": (ns or {}).get("metadata", {}).get("name", "")},
@@ -312,6 +313,41 @@ MISUSES: list[tuple[str, dict, str, str]] = [
          t["spec"]["spec"]["devices"]["requests"][0]["exactly"].update(adminAccess=True), t)[1])(
          pods.claim_template("t", MAIN["metadata"]["name"], RUN, "gpu.nvidia.com", 1)), ns=MAIN),
      "DRA admin access", "exactly.adminAccess"),
+    ("D: a projected ServiceAccount token volume",
+     request("CREATE", "pods", pod_in(MAIN, volumes=[{"name": "t", "projected": {"sources": [
+         {"serviceAccountToken": {"audience": "vault", "path": "token"}}]}}]), ns=MAIN), "use only hostPath",
+     "downwardAPI"),
+    ("D: an nfs volume", request("CREATE", "pods", pod_in(NODE, volumes=[{"name": "n", "nfs": {
+        "server": "10.0.0.1", "path": "/"}}]), ns=NODE), "use only hostPath", "emptyDir"),
+    ("D: an image volume", request("CREATE", "pods", pod_in(NODE, volumes=[{"name": "i", "image": {
+        "reference": "busybox"}}]), ns=NODE), "use only hostPath", "hostPath"),
+    ("D: a key-less Exists toleration (every taint, the control plane's too)",
+     request("CREATE", "pods", pod_in(MAIN, tolerations=[{"operator": "Exists"}]), ns=MAIN), "tolerate only",
+     "tolerationKeys"),
+    ("D: a control-plane toleration",
+     request("CREATE", "pods", pod_in(MAIN, tolerations=[{"key": "node-role.kubernetes.io/control-plane",
+                                                          "operator": "Exists", "effect": "NoSchedule"}]), ns=MAIN),
+     "tolerate only", "t.key"),
+    ("D: a RuntimeClass not in the parameter",
+     request("CREATE", "pods", pod_in(MAIN, runtimeClassName="runc-privileged"), ns=MAIN), "name no RuntimeClass",
+     "runtimeClassName"),
+    ("D: system-node-critical", request("CREATE", "pods", pod_in(MAIN, priorityClassName="system-node-critical"),
+                                        ns=MAIN), "name no PriorityClass", "priorityClassName"),
+    ("D: AppArmor Unconfined", request("CREATE", "pods", pod_in(MAIN, securityContext={
+        **pod_in(MAIN)["spec"]["securityContext"], "appArmorProfile": {"type": "Unconfined"}}), ns=MAIN),
+     "no SELinux options", "appArmorProfile"),
+    ("D: SELinux spc_t on a container", request("CREATE", "pods", with_container(NODE, seLinuxOptions={
+        "type": "spc_t"}), ns=NODE), "no SELinux options", "seLinuxOptions"),
+    ("D: exec into a pod", request("CONNECT", "pods", {"kind": "PodExecOptions", "command": ["sh"]}, ns=MAIN,
+                                   sub="exec"), "no subresource", "subResource"),
+    ("D: an ephemeral container added", request("UPDATE", "pods", pod_in(MAIN), pod_in(MAIN), ns=MAIN,
+                                                sub="ephemeralcontainers"), "no subresource", "subResource"),
+    ("D: exec through the node proxy (a websocket GET)",
+     request("CONNECT", "nodes", {"kind": "NodeProxyOptions", "path": "/exec/kube-system/etcd-0/etcd"},
+             sub="proxy"), "no subresource", "object.path"),
+    ("D: the kubelet's pod list through the node proxy",
+     request("CONNECT", "nodes", {"kind": "NodeProxyOptions", "path": "/pods"}, sub="proxy"), "no subresource",
+     "object.path"),
     ("P3: an admin-access claim in the v1beta1 shape",
      request("CREATE", "resourceclaims", {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaim",
                                           "metadata": {"name": "c", "namespace": MAIN["metadata"]["name"]},
@@ -343,6 +379,13 @@ def allowed_requests() -> list[tuple[str, dict]]:
                "CREATE", "resourceclaims", pods.claim("shared-gpu-node-dra", MAIN["metadata"]["name"], RUN,
                                                       "gpu.nvidia.com", 1), ns=MAIN)),
            ("heartbeat patch of a scheduled run-long pod", request("UPDATE", "pods", beat_pod, held, ns=MAIN)),
+           ("the kubelet's metrics through the node proxy", request(
+               "CONNECT", "nodes", {"kind": "NodeProxyOptions", "path": "/metrics"}, sub="proxy")),
+           ("the kubelet's configz through the node proxy", request(
+               "CONNECT", "nodes", {"kind": "NodeProxyOptions", "path": "/configz"}, sub="proxy")),
+           ("the API server's own not-ready toleration", request("CREATE", "pods", pod_in(MAIN, tolerations=[
+               *pod_in(MAIN)["spec"]["tolerations"], {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                                                      "effect": "NoExecute", "tolerationSeconds": 300}]), ns=MAIN)),
            ("another user's privileged pod (not this policy's business)",
             request("CREATE", "pods", with_container(KUBE_SYSTEM, privileged=True), ns=KUBE_SYSTEM,
                     user="kubernetes-admin"))]
@@ -380,7 +423,8 @@ def refusals(policy: dict, req: dict) -> list[str]:
     from celpy import celtypes
 
     spec = policy["spec"]
-    if not any(req["request"]["resource"]["resource"] in rule["resources"]
+    res, sub = req["request"]["resource"]["resource"], req["request"].get("subResource") or ""
+    if not any((f"{res}/{sub}" if sub else res) in rule["resources"] or (sub and f"{res}/*" in rule["resources"])
                and req["request"]["operation"] in rule["operations"]
                for rule in spec["matchConstraints"]["resourceRules"]):
         return []
@@ -396,8 +440,11 @@ def refusals(policy: dict, req: dict) -> list[str]:
     variables: dict = {}
     for var in spec.get("variables", []):
         try:
-            variables[celtypes.StringType(var["name"])] = run(var["expression"], {**act,
-                                                                                   "variables": celtypes.MapType(variables)})
+            value = run(var["expression"], {**act, "variables": celtypes.MapType(variables)})
+            # cel-python 0.5 returns a concatenation as a Python str, without CEL's string methods (contains)
+            variables[celtypes.StringType(var["name"])] = (
+                celtypes.StringType(value) if isinstance(value, str) and not isinstance(value, celtypes.StringType)
+                else value)
         except celpy.CELEvalError:
             pass  # like the API server: an error only where a validation uses it
     act["variables"] = celtypes.MapType(variables)
@@ -425,7 +472,9 @@ def test_shipped_binding_denies_for_the_suites_serviceaccount_only():
     cm = shipped_params()
     assert (cm["metadata"]["name"], cm["metadata"]["namespace"]) == ("gpuconform-policy", "gpuconform-system")
     assert cm["data"] == {"kubeletDir": gconfig.DEFAULTS["nodeProbe"]["kubeletDir"].rstrip("/"),
-                          "sysfsPath": gconfig.DEFAULTS["nodeProbe"]["sysfsPath"], "recursiveReadOnly": "Enabled"}
+                          "sysfsPath": gconfig.DEFAULTS["nodeProbe"]["sysfsPath"], "recursiveReadOnly": "Enabled",
+                          "tolerationKeys": ",".join(t["key"] for t in gconfig.DEFAULTS["tolerations"]),
+                          "runtimeClassNames": "nvidia", "priorityClassNames": ""}
     (cond,) = policy["spec"]["matchConditions"]
     assert cond["expression"] == f"request.userInfo.username == '{SA}'"
     rbac = [d for d in yaml.safe_load_all((ROOT / "manifests" / "rbac.yaml").read_text()) if d]

@@ -256,6 +256,9 @@ def test_extra_burst_pod_waits_or_is_over_advertised():
     running["status"] = {"phase": "Running"}
     f = extra_pod_findings("gpu-node-0", running, "nvidia.com/gpu", 4)
     assert [x.code for x in f] == ["FAIL-F04-OVERADVERTISED"] and "(nvidia.com/gpu #5) reached Running" in f[0].message
+    # review R2: a tenant's pod ended during the burst and freed a device, which pod N+1 took: churn, not the plugin
+    # (before: FAIL-F04-OVERADVERTISED)
+    assert extra_pod_findings("gpu-node-0", running, "nvidia.com/gpu", 4, freed=1) == []
 
 
 # ------------------------------------------------------------------ the count check (counts.check_counts folded)
