@@ -11,7 +11,7 @@ APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static 
 
 help:
 	@echo "make demo | test | cluster-up | cluster-down | cluster-status | bed PROFILE=... LAYOUT=... [STACK=...] | faults | fault NAME=... | fault-clear | cleanup [FORCE=1]"
-	@echo "make bench | bench-scale [N=1000] | soak [N=10] | rehearse [N=1] [MODE=upgrade|restart] | gfd-labels [GFD_TAG=v0.19.3] | wheel | wheel-try"
+	@echo "make bench | bench-scale [N=1000] [PODS=40] | soak [N=10] | rehearse [N=1] [MODE=upgrade|restart] | gfd-labels [GFD_TAG=v0.19.3] | wheel | wheel-try"
 
 deps: $(VENV)/.installed
 	@for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -114,7 +114,7 @@ bench: cluster-up
 # nodes are removed afterwards, also on Ctrl-C.
 N ?= 1000
 bench-scale: cluster-up
-	$(PY) testing/bench.py --scale $(N)
+	$(PY) testing/bench.py --scale $(N) $(if $(PODS),--pods-per-node $(PODS))
 
 # N healthy runs in a row on the bed (`make soak N=5`; 10 unless N is given on the command line): 0 failures
 # and 0 objects left expected (testing/soak.py).

@@ -181,6 +181,9 @@ def condition(obj: dict, kind: str) -> str | None:
 def describe_nodes(nodes: list[dict], pods: list[dict], expectations: dict[str, Expectation]) -> list[GpuNode]:
     """Each node with its own workload resource (from its expectation) and the GPUs of it that are free."""
     out = []
+    by_node: dict[str, list[dict]] = {}
+    for p in pods:  # once: free_gpus per node would scan every pod for every node (40,000 x 1,000 at scale)
+        by_node.setdefault((p.get("spec") or {}).get("nodeName") or "", []).append(p)
     for n in nodes:
         exp = expectations[n["metadata"]["name"]]
         resource = exp.workload_resource
@@ -188,5 +191,6 @@ def describe_nodes(nodes: list[dict], pods: list[dict], expectations: dict[str, 
         out.append(GpuNode(n["metadata"]["name"], condition(n, "Ready") == "True",
                            not n.get("spec", {}).get("unschedulable", False),
                            qty((n.get("status", {}).get("allocatable") or {}).get(resource)),
-                           free_gpus(n, resource, pods), taints, resource, exp.describe()))
+                           free_gpus(n, resource, by_node.get(n["metadata"]["name"], [])), taints, resource,
+                           exp.describe()))
     return sorted(out, key=lambda g: g.name)

@@ -20,7 +20,11 @@ mig-mixed; localcluster/cluster.py `kwok_node`, shapes from localcluster/shapes.
 Ready (one LIST of the labelled nodes per second). Every DRA_EVERY-th node is a DRA node instead: the GPU
 operator's DRA-stack labels, no GPU resource in capacity, and one ResourceSlice of `gpu.nvidia.com` (a complete
 pool of 4 devices, as the bed's simulated driver publishes; resource.k8s.io/v1), so the DRA path's node check
-(its pools complete and listing devices) runs at scale too. It then runs the suite as above with
+(its pools complete and listing devices) runs at scale too. Then 40 tenant pods are bound to each scale node
+(`--pods-per-node`, `make bench-scale PODS=...`; 40,000 at N=1000, real pod density: two containers with env,
+requests and probes each, an applied-configuration annotation), which kwok leaves Pending (its gpu-pod-running
+stage skips the label gpuconform.dev/bench-pod): discovery must hold what it needs of them within the Job's
+memory (review R1). It then runs the suite as above with
 `-k "(advertised or capacity) and not pci_hardware"` (the API-only node checks) and
 `--gpuconform-set nodes.exclude=` (the bed's config excludes `type=kwok`; the
 scale run judges every GPU node, the real one too), and deletes the nodes, and any pods bound to them, in a
@@ -45,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
@@ -237,6 +242,65 @@ def _ready(node: dict) -> bool:
                for c in (node.get("status") or {}).get("conditions") or [])
 
 
+POD_NS = "gpuconform-bench-pods"  # make bench-scale's pods at real density (PODS_PER_NODE per scale node)
+POD_KEY = "gpuconform.dev/bench-pod"  # kwok leaves them Pending (localcluster/kwok-stages.yaml gpu-pod-running)
+POD_CHUNK = 500  # pods per create request batch
+
+
+def scale_pods(n: int, per: int) -> Iterator[dict]:
+    """`per` ordinary pods bound to each of the N scale nodes, as tenants' workloads look (two containers with env,
+    requests, labels, an applied-configuration annotation, a token volume): no GPU requested, so every node's
+    free count stays whole and its checks still pass; the suite's discovery must hold what it needs of them."""
+    env = [{"name": f"SETTING_{k}", "value": f"value-{k}-" + "x" * 40} for k in range(12)]
+    for i in range(n):
+        for j in range(per):
+            name = f"tenant-{i}-{j}"
+            ctr = {"image": "registry.example.com/team/app:1.2.3", "env": env,
+                   "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+                   "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10}}
+            yield {"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": name, "namespace": POD_NS,
+                "labels": {POD_KEY: "scale", "app.kubernetes.io/name": "app", "team": f"team-{j % 8}"},
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": json.dumps({"name": name,
+                                                                                              "env": env})}},
+                "spec": {"nodeName": f"{SCALE_PREFIX}-{i}", "tolerations": [{"operator": "Exists"}],
+                         "containers": [{**ctr, "name": "app"}, {**ctr, "name": "sidecar"}],
+                         "volumes": [{"name": "cache", "emptyDir": {}}]}}
+
+
+def create_scale_pods(n: int, per: int) -> float:
+    """Creates the pods (scale_pods) in batches, a progress line every 5,000; returns the seconds taken."""
+    t0, batch, made = time.monotonic(), [], 0
+    kubectl("create", "namespace", POD_NS)
+    for p in scale_pods(n, per):
+        batch.append(p)
+        if len(batch) == POD_CHUNK:
+            kubectl("create", "-f", "-", input=as_list(batch), timeout=600)
+            made += len(batch)
+            batch = []
+            if made % 5000 == 0:
+                print(f"  created {made}/{n * per} pods ({time.monotonic() - t0:.0f} s)", flush=True)
+    if batch:
+        kubectl("create", "-f", "-", input=as_list(batch), timeout=600)
+    return time.monotonic() - t0
+
+
+def remove_scale_pods() -> bool:
+    """Deletes the pods at once (one DELETE collection with gracePeriodSeconds=0: no pod waits for kwok to finish
+    it, which took 16 minutes for 40,000), then their namespace, and waits for it."""
+    if (_kc("get", "namespace", POD_NS, "--ignore-not-found", "-o", "name") or "").strip():
+        _kc("delete", "--raw", f"/api/v1/namespaces/{POD_NS}/pods?gracePeriodSeconds=0", timeout=1200)
+    if _kc("delete", "namespace", POD_NS, "--ignore-not-found", "--wait=false") is None:
+        return False
+    try:
+        _wait_until(f"namespace {POD_NS} (its pods)", lambda: int(bool((_kc(
+            "get", "namespace", POD_NS, "--ignore-not-found", "-o", "name") or "").strip())), 1800)
+    except TimeoutError as e:
+        print(f"bench: {e}", file=sys.stderr)
+        return False
+    return True
+
+
 def create_scale_nodes(n: int) -> tuple[float, float]:
     """Applies the N nodes in chunks and waits until all are Ready (one LIST of the labelled nodes per second,
     a progress line every ~10 s). Returns (seconds until created, seconds until all Ready), both from the start."""
@@ -425,7 +489,7 @@ def bed_fault() -> str:
         return ""
 
 
-def scale(n: int, keep: Path | None = None) -> int:
+def scale(n: int, keep: Path | None = None, per: int = 40) -> int:
     if not KUBECONFIG.exists():
         print("bench: the local cluster is not running; run `make cluster-up` first", file=sys.stderr)
         return 2
@@ -441,6 +505,12 @@ def scale(n: int, keep: Path | None = None) -> int:
             print(f"creating {n} kwok GPU nodes {SCALE_PREFIX}-0..{n - 1} (label {SCALE_SELECTOR})", flush=True)
             created_s, ready_s = create_scale_nodes(n)
             print(f"  all {n} Ready after {ready_s:.1f} s", flush=True)
+            pods_s = 0.0
+            if per:
+                print(f"creating {per} tenant pods on each scale node ({n * per} in namespace {POD_NS}, left "
+                      f"Pending by kwok)", flush=True)
+                pods_s = create_scale_pods(n, per)
+                print(f"  {n * per} pods created in {pods_s:.1f} s", flush=True)
             list_s, listed = list_nodes_s()
             startup_s = pytest_startup_s(Path(tmp) / "empty")
             # an earlier bench's namespace may still be terminating (its objects are deleted with --wait=false)
@@ -475,8 +545,11 @@ def scale(n: int, keep: Path | None = None) -> int:
 
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, later)
+            if per:
+                print(f"removing the {n * per} tenant pods (namespace {POD_NS})", flush=True)
+            clean = remove_scale_pods() if per else True
             print(f"removing the {n} scale nodes", flush=True)
-            clean = remove_scale_nodes(n)
+            clean = remove_scale_nodes(n) and clean
             _kc("delete", "--wait=false", "--ignore-not-found", "-f", "-", input=as_list(objs))
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -508,6 +581,8 @@ def scale(n: int, keep: Path | None = None) -> int:
                                f"results, {len(summary.get('certified_nodes', []))} nodes certified)"),
         ("allocation paths", summary.get("environment", {}).get("allocation paths (GPU nodes)", "?")),
         ("node creation", f"{created_s:.1f} s (server-side apply, {CHUNK} per request batch)"),
+        ("tenant pods on the scale nodes", f"{n * per} ({per} per node, Pending, bound; created in {pods_s:.1f} s)"
+         if per else "none (--pods-per-node 0)"),
         ("nodes all Ready", f"{ready_s:.1f} s after creation started"),
         ("suite wall time", f"{wall:.1f} s (-k {SCALE_CHECKS!r})"),
         ("critical path", f"{critical:.2f} s = one paginated LIST of all {listed} nodes {list_s:.2f} s (official "
@@ -536,7 +611,11 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--scale", type=int, metavar="N", help="scale mode: N kwok GPU nodes (make bench-scale N=...)")
     ap.add_argument("--keep", type=Path, metavar="DIR", help="scale mode: copy report.html and summary.json to DIR")
+    ap.add_argument("--pods-per-node", type=int, default=40, metavar="P",
+                    help="scale mode: P tenant pods bound to each kwok node (default 40, real density; 0: none)")
     a = ap.parse_args()
     if a.scale is not None and not 1 <= a.scale <= 16384:
         ap.error("--scale N: 1 <= N <= 16384 (one /24 pod range per node in 10.64.0.0/10)")
-    raise SystemExit(scale(a.scale, a.keep) if a.scale is not None else main())
+    if a.pods_per_node < 0:
+        ap.error("--pods-per-node P: P >= 0")
+    raise SystemExit(scale(a.scale, a.keep, a.pods_per_node) if a.scale is not None else main())
