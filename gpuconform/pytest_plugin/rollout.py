@@ -1,9 +1,9 @@
 """The rollout rehearsal's I/O (rollout.mode; docs/rollout.md): on one node, hold a pod on every free device but
 one, start or wait for the rollout of the DaemonSet that runs the node's plugin (or DRA driver), and read the node
-once a second until a new plugin pod is Ready there and the node offers its devices again, sending a small GPU
+twice a second until a new plugin pod is Ready there and the node offers its devices again, sending a small GPU
 pod at the last device every rollout.probeEvery and one more once the rollout has passed the node (each must run
-on a GPU no held pod has), and reading the kubelet's start time before and after. What it read becomes a `Rollout`; the verdict is
-gpuconform/verdicts/rollout.py's.
+on a GPU no held pod has); the kubelet's start time is read before and after, and the held pods' records after.
+What it read becomes a `Rollout`; the verdict is gpuconform/verdicts/rollout.py's.
 
 `restart` rolls a DaemonSet once for every node it runs on: the first node held waits (up to ROLLOUT_GATE_S) for
 the others of the run to be held too (`Gate`), then restarts it as `kubectl rollout restart` does."""
@@ -16,10 +16,10 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Callable
 
 from gpuconform import kube, latency, probes, verdicts
-from gpuconform.probes import exclusive_ids
 from gpuconform.cleanup import parse_time
 from gpuconform.discovery import controller_of
 from gpuconform.nodes import condition
+from gpuconform.probes import exclusive_ids
 from gpuconform.timing import PROGRESS_EVERY_S
 from gpuconform.verdicts.allocation import Seen
 from gpuconform.verdicts.common import Finding
