@@ -222,6 +222,11 @@ def slice_uuids(driver: str, slices: list[dict]) -> dict[tuple[str, str], str | 
     return out
 
 
+def claim_devices(claims: list[dict], driver: str) -> list[str]:
+    """The "pool/device" names `driver` allocated to `claims` (claim_results)."""
+    return [f"{r.get('pool') or ''}/{r.get('device') or ''}" for r in claim_results(claims, driver)]
+
+
 def claim_results(claims: list[dict], driver: str) -> list[dict]:
     """The allocation results of `driver` in the claims (status.allocation.devices.results: request, driver, pool,
     device, adminAccess), each with the claim's name."""

@@ -128,8 +128,8 @@ class DevicePluginPath:
         node = c.node_object()
         status = (healthtimes.status_written(node, "f:allocatable"), "the kubelet's last write of the node's status "
                   "(allocatable; managedFields)")
-        return [healthtimes.layer_times(d, healthtimes.plugin_marked(d, log), status, c.pods_on_node())
-                for d in devices]
+        on_node = c.pods_on_node()  # one LIST for every device
+        return [healthtimes.layer_times(d, healthtimes.plugin_marked(d, log), status, on_node) for d in devices]
 
     def offered(self, at_end: bool) -> counts.Offered:
         """Capacity and the devices out of service now; at the end from the kubelet's own record: its allocatable
@@ -283,7 +283,7 @@ class DraPath(DevicePluginPath):
         the slice's last write (what the scheduler reads), and the holding pod's allocatedResourcesStatus."""
         c, driver, slices = self.check, self.facts.driver, self.check.resource_slices()
         ours = [p for p in c.pods_on_node() if (p["metadata"].get("labels") or {}).get(pods.RUN_LABEL) == c.run_id]
-        held = [(p, {f"{r.get('pool')}/{r.get('device')}" for r in dradevices.claim_results(c.claims_of_pod(p), driver)})
+        held = [(p, set(dradevices.claim_devices(c.claims_of_pod(p), driver)))
                 for p in ours]  # the run's pods: the suite reads claims in its own namespaces only
         out = []
         for d in devices:
@@ -347,8 +347,7 @@ class DraPath(DevicePluginPath):
         if not c.granted("resourceclaims"):
             return None
         slices = c.resource_slices()
-        held = {p: tuple(f"{r.get('pool')}/{r.get('device')}" for r in dradevices.claim_results(c.claims_of(p), driver))
-                for p in holders}
+        held = {p: tuple(dradevices.claim_devices(c.claims_of(p), driver)) for p in holders}
         return held, tuple(f"{pool}/{dev}" for pool, dev in dradevices.slice_uuids(driver, slices))
 
     def withheld(self) -> dict[str, list[str]]:
