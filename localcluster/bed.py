@@ -302,6 +302,21 @@ def node_ready(kubectl: Kubectl, name: str) -> bool:
     return out.strip() == "True"
 
 
+def unready_stack_pods(kubectl: Kubectl, nodes: list[str]) -> list[str]:
+    """Pods of the bed's GPU stack (every pod not of a suite run) on the real `nodes` that are not Ready: after a
+    restart of the bed their containers start again, and a run begun before they are Ready judges a bed still
+    coming up."""
+    pods = kubectl.json("get", "pods", "-A", "-l", f"!{SUITE_POD_LABEL}").get("items", [])
+    out = []
+    for p in pods:
+        if (p.get("spec") or {}).get("nodeName") not in nodes or (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        ready = [c.get("status") for c in (p.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+        if ready != ["True"]:
+            out.append(f"{p['metadata']['namespace']}/{p['metadata']['name']}")
+    return out
+
+
 def remove_cgroups(name: str) -> int:
     """Removes the cgroup `name` (a top-level directory in each hierarchy) and everything below it that no process
     holds, deepest first; returns how many directories went."""

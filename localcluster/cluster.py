@@ -35,7 +35,7 @@ import dranode  # noqa: E402
 import faults  # noqa: E402
 import gpunode  # noqa: E402
 import shapes  # noqa: E402
-from bed import (CTRD_ROOT, CTRD_SOCK, CTRD_STATE, CNI_BRIDGE, GPU_SIM, KUBECONFIG, KUBELET_ROOT, KWOK_NODES,  # noqa: E402
+from bed import (NODE_NAME, CTRD_ROOT, CTRD_SOCK, CTRD_STATE, CNI_BRIDGE, GPU_SIM, KUBECONFIG, KUBELET_ROOT, KWOK_NODES,  # noqa: E402
                  PKI, PORTS, RUN, STATE, WRONG_PLUGIN_DIR, BedError, Bins, Kubectl, build, make_pki, node_ip,
                  node_ready, pid_of, read_state, remove_cgroups, say, sh, start, stop, wait_for, write_state)
 from controlplane import service_vip, start_control_plane  # noqa: E402
@@ -205,6 +205,10 @@ def up() -> None:
         write_state(dra=True)
         dranode.start(bins, ip, kubectl, archives)
     start_kwok(bins, kubectl)
+    if not read_state().get("fault"):  # a restarted bed's stack pods start again: a run must not meet them starting
+        real = [NODE_NAME] + ([dranode.NODE] if read_state().get("dra") else [])
+        wait_for("the GPU stack's pods Ready on " + ", ".join(real),
+                 lambda: not bed.unready_stack_pods(kubectl, real), 180, "kubelet")
     mem = cluster_memory_mib()
     say(f"cluster up in {time.monotonic() - bed.T0:.0f}s; processes use {mem} MiB RSS; "
         f"export KUBECONFIG={KUBECONFIG}")

@@ -25,15 +25,31 @@ def plugin_findings(node: str, found: Found, max_restarts: int) -> list[Finding]
     return plugin_pod_findings(node, found.pods, max_restarts)
 
 
+# Terminations a container did not make itself: its node or runtime lost it (a reboot, the runtime's state gone).
+# The kubelet records ContainerStatusUnknown for a container it can no longer locate (pkg/kubelet/kubelet_pods.go);
+# containerd's CRI gives a container it reloads without its task exit 255, reason "Unknown" (internal/cri/server
+# helpers: unknownExitCode, unknownExitReason).
+NODE_LOST = ("ContainerStatusUnknown", "Unknown")
+
+
+def own_restarts(cs: dict) -> int:
+    """The container's restarts less the last one where its node or runtime lost it (NODE_LOST): every pod on a
+    rebooted node restarts once, and that restart is not the plugin's. Earlier terminations are not recorded, so
+    only the last can be told apart."""
+    n = int(cs.get("restartCount") or 0)
+    last = (cs.get("lastState") or {}).get("terminated") or {}
+    return n - 1 if n and last.get("reason") in NODE_LOST else n
+
+
 def plugin_pod_findings(node: str, plugin_pods: list[dict], max_restarts: int) -> list[Finding]:
-    """A plugin pod crash-looping (or restarted more than allowed) or not Ready."""
+    """A plugin pod crash-looping (or restarted more than allowed, its node's restart not counted) or not Ready."""
     out: list[Finding] = []
     for p in plugin_pods:
         name = f"{p['metadata'].get('namespace')}/{p['metadata']['name']}"
         for cs in p.get("status", {}).get("containerStatuses", []) or []:
             waiting = (cs.get("state") or {}).get("waiting") or {}
             last = (cs.get("lastState") or {}).get("terminated") or {}
-            if waiting.get("reason") == "CrashLoopBackOff" or cs.get("restartCount", 0) > max_restarts:
+            if waiting.get("reason") == "CrashLoopBackOff" or own_restarts(cs) > max_restarts:
                 out.append(Finding("FAIL-F08-PLUGIN-CRASHLOOP",
                                    f"{node}: plugin pod {name} container {cs['name']} restarted "
                                    f"{cs.get('restartCount', 0)} times (allowed {max_restarts}), state "

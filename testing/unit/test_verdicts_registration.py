@@ -53,6 +53,26 @@ def test_crash_looping_plugin_pod():
     assert codes(verdicts.plugin_pod_findings("n", [CRASHING], 12)) == ["FAIL-F08-PLUGIN-CRASHLOOP"]
 
 
+def _restarted(count: int, reason: str, exit_code: int) -> dict:
+    import copy
+    pod = copy.deepcopy(RUNNING)
+    cs = pod["status"]["containerStatuses"][0]
+    cs["restartCount"] = count
+    cs["lastState"] = {"terminated": {"exitCode": exit_code, "reason": reason}}
+    return pod
+
+
+def test_a_restart_the_node_caused_is_not_the_plugins():
+    # seen on the bed after a restart of its machine: every pod's container restarted once, the kubelet's record
+    # ContainerStatusUnknown (137); after a reboot containerd reloads the container as exit 255, reason Unknown
+    assert verdicts.plugin_pod_findings("n", [_restarted(1, "ContainerStatusUnknown", 137)], 0) == []
+    assert verdicts.plugin_pod_findings("n", [_restarted(1, "Unknown", 255)], 0) == []
+    # a crash of its own, or more restarts than the one the node explains, still count
+    assert codes(verdicts.plugin_pod_findings("n", [_restarted(1, "Error", 1)], 0)) == ["FAIL-F08-PLUGIN-CRASHLOOP"]
+    f = verdicts.plugin_pod_findings("n", [_restarted(3, "ContainerStatusUnknown", 137)], 1)
+    assert codes(f) == ["FAIL-F08-PLUGIN-CRASHLOOP"] and "restarted 3 times (allowed 1)" in f[0].message
+
+
 def test_plugin_pod_stuck_initializing_is_not_ready():
     f = verdicts.plugin_pod_findings("n", [INIT], 0)
     assert codes(f) == ["FAIL-F08-PLUGIN-NOT-READY"] and "is not Ready (phase Pending)" in f[0].message
