@@ -11,6 +11,7 @@ import os
 import re
 import stat
 import sys
+import time
 from typing import Any, Callable, Iterator
 
 SERVICE = "v1.PodResourcesLister"  # api.proto: `package v1;` `service PodResourcesLister`
@@ -400,13 +401,16 @@ def pod_resources_parts(socket_path: str, timeout: float) -> tuple[dict, dict]:
     return {"error": perr, "pods": pods}, {"error": aerr, "devices": devices}
 
 
-def report(args: argparse.Namespace) -> dict:
-    """The whole report."""
+def report(args: argparse.Namespace, pci: bool = True) -> dict:
+    """The whole report; without the PCI tree where `pci` is False (a repeating probe's rounds: the hardware does
+    not change within a run)."""
     pods, allocatable = pod_resources_parts(args.pod_resources, args.timeout)
-    return {"version": 1, "podResources": pods, "allocatable": allocatable,
-            "checkpoint": guarded(lambda: read_checkpoint(args.device_plugins), {"registered": {}, "entries": []}),
-            "pci": guarded(lambda: scan_pci(args.sysfs.rstrip("/") or "/", args.vendor),
-                           {"root": args.sysfs, "functions": []})}
+    out = {"version": 1, "podResources": pods, "allocatable": allocatable,
+           "checkpoint": guarded(lambda: read_checkpoint(args.device_plugins), {"registered": {}, "entries": []})}
+    if pci:
+        out["pci"] = guarded(lambda: scan_pci(args.sysfs.rstrip("/") or "/", args.vendor),
+                             {"root": args.sysfs, "functions": []})
+    return out
 
 
 def pci_id(text: str) -> str:
@@ -424,13 +428,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sysfs", required=True, metavar="ROOT", help="the host's sysfs, mounted read-only")
     p.add_argument("--vendor", type=pci_id, default=NVIDIA, help="PCI vendor ID to list (default %(default)s)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per PodResources call")
+    p.add_argument("--every", type=float, default=0.0, metavar="SECONDS",
+                   help="repeat: a round (its report without the PCI tree) every SECONDS, for --for seconds")
+    p.add_argument("--for", dest="for_s", type=float, default=0.0, metavar="SECONDS",
+                   help="how long to repeat (with --every)")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Prints the report as one line of JSON; 0 whatever the parts found (argparse exits 2 on bad arguments)."""
-    print(json.dumps(report(parse_args(argv))), flush=True)
-    return 0
+    """Prints the report as one line of JSON; 0 whatever the parts found (argparse exits 2 on bad arguments).
+    With --every: rounds, each `== round ==`, its number, the report, `== end ==` (probes.rounds). A round's
+    header is written before the round reads anything, so a round numbered above every header a reader has seen
+    read the kubelet after that reader looked (probes.round_after): no clock decides which round is new."""
+    args = parse_args(argv)
+    if args.every <= 0:
+        print(json.dumps(report(args)), flush=True)
+        return 0
+    until = time.monotonic() + args.for_s
+    n = 0
+    while True:
+        n += 1
+        print(f"== round ==\n{n}", flush=True)
+        print(json.dumps(report(args, pci=False)) + "\n== end ==", flush=True)
+        if time.monotonic() + args.every > until:
+            return 0
+        time.sleep(args.every)
 
 
 if __name__ == "__main__":

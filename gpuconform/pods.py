@@ -312,7 +312,7 @@ def socket_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Con
 
 
 def node_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict, deadline: float,
-                   recursive: str = RRO_ENABLED, checkpoint: bool = True) -> dict:
+                   recursive: str = RRO_ENABLED, checkpoint: bool = True, every_s: float = 0.0) -> dict:
     """The node probe (gpuconform/nodeprobe.py in the suite's own image): reads the kubelet's PodResources API
     (List, GetAllocatableResources), its device checkpoint and the host's PCI tree through read-only hostPaths,
     and prints one JSON report. Runs as uid 0 without capabilities: connect() on a unix socket needs write
@@ -320,8 +320,9 @@ def node_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Confi
     umask (srwxr-xr-x under the usual 022), so no other uid or group can call the PodResources API; the checkpoint
     is root's 0600 file. Mounts the pod-resources directory, the checkpoint alone (a single-file hostPath: the
     device-plugins directory with kubelet.sock in it is never in a root pod) and sysfs. `checkpoint` False: no
-    checkpoint mount (a DRA node, where no device plugin ever made one: a missing File fails the mount). Refuses to
-    build without images.nodeProbe (no default)."""
+    checkpoint mount (a DRA node, where no device plugin ever made one: a missing File fails the mount). `every_s`:
+    it repeats its report (without the PCI tree) in rounds every `every_s` until `deadline` is near (nodeprobe
+    --every). Refuses to build without images.nodeProbe (no default)."""
     cfg = view(cfg)
     image = cfg.get("images.nodeProbe")
     if not image:
@@ -330,6 +331,8 @@ def node_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Confi
     cmd = ["python3", "-m", "gpuconform.nodeprobe", "--pod-resources", "/kubelet/pod-resources/kubelet.sock",
            "--device-plugins", "/kubelet/device-plugins", "--sysfs", "/host/sys",
            "--vendor", vendors.PCI_VENDOR.get(cfg.get("vendor"), vendors.PCI_VENDOR[vendors.NVIDIA])]
+    if every_s:
+        cmd += ["--every", f"{every_s:g}", "--for", f"{max(deadline - 60, every_s):g}"]
     p = pod(name, namespace, run_id, "node-probe", node, cfg, image=image, gpus=0,
             command=cmd, deadline=deadline, container="nodeprobe", best_effort=True)
     sysfs = cfg.get("nodeProbe.sysfsPath").rstrip("/") or "/"

@@ -36,6 +36,14 @@ def rounds(log: str, marker: str = "round") -> list[tuple[int, str]]:
     return out
 
 
+def begun(log: str, marker: str = "round") -> int:
+    """The highest round number whose header the log shows, complete or not (0: none). A repeating probe writes
+    a round's header before it reads anything, so every round numbered above this one began after the log was
+    read."""
+    return max((int(n) for n in re.findall(rf"^== {re.escape(marker)} ==\n\s*(\d+)\s*$", log, flags=re.M)),
+               default=0)
+
+
 @dataclass(frozen=True)
 class Mig:
     profile: str  # e.g. "1g.5gb", "1g.10gb.me", "1c.3g.20gb"

@@ -98,6 +98,17 @@ POD_TERMINATION_GRACE_S = 1
 #: evidence; the check deletes it when done, and activeDeadlineSeconds bounds it anyway.
 POD_HOLD_S = 600
 
+#: The end-of-run health read (test_no_gpu_goes_out_of_service_during_the_run): a node probe started with the check
+#: repeats its report every HEALTH_ROUND_S, so the kubelet's allocatable list after the node's other checks is read
+#: within a round or two instead of a new pod's start and end (about 3 s); it lasts up to RUN_HOLD_DEADLINE_S.
+HEALTH_ROUND_S = 0.5
+
+#: How often a check reads a repeating probe's log while it waits for a new round.
+ROUND_READ_EVERY_S = 0.2
+
+#: The log lines a check reads of the repeating node probe: its rounds are four lines each.
+PROBE_ROUND_TAIL_LINES = 16
+
 # ------------------------------------------------------------------ probe logs (tests/allocation)
 
 #: How long a check waits for a finished probe pod's log to become readable (the kubelet may serve it late).

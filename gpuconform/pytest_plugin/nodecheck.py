@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 import pytest
 
-from gpuconform import counts, discovery, dradevices, nodemode, nodes, pods, timing, verdicts
+from gpuconform import counts, discovery, dradevices, nodemode, nodes, pods, probes, timing, verdicts
 from gpuconform.allocpath import AllocationPath
 from gpuconform.verdicts import rollout
 from gpuconform.reasons import EnvironmentProblem, Violation
@@ -381,15 +381,48 @@ class NodeCheck:
         return wait_for_pods(self.run, self.node, spaces.pop(), list(names), until, timeout, allow, self.test)
 
     def log_until(self, name: str, until: Callable[[str], bool] = lambda text: "== end ==" in text,
-                  tail: int | None = None, deadline_s: float = timing.LOG_READ_TIMEOUT_S) -> str:
+                  tail: int | None = None, deadline_s: float = timing.LOG_READ_TIMEOUT_S,
+                  every_s: float = timing.LOG_READ_EVERY_S) -> str:
         """A Running probe prints, then sleeps: its log (its last `tail` lines) once `until` holds (by default the
-        end marker), or as it is after `deadline_s`."""
+        end marker), or as it is after `deadline_s`, read every `every_s`."""
         end = time.monotonic() + deadline_s
         while True:
             text = self.log(name, tail=tail)
             if until(text) or time.monotonic() > end:
                 return text
-            time.sleep(timing.LOG_READ_EVERY_S)
+            time.sleep(every_s)
+
+    def round_after(self, name: str, tail: int) -> tuple[int, str] | None:
+        """The first complete round of the repeating probe `name` that began after this call (probes.begun: by
+        the rounds' numbers, not by a clock), as (number, text); None where none came: the pod ended (an image
+        whose probe cannot repeat, its time up) or printed none within the log-read timeout. Reads its last `tail`
+        lines only: a repeating probe's log grows all run. The pod must have started (its log readable)."""
+        seen = probes.begun(self.log(name, tail=tail))
+
+        def new_round(text: str) -> bool:
+            return any(n > seen for n, _ in probes.rounds(text)) or pods.is_terminal(self.pod_state(name) or {})
+
+        text = self.log_until(name, new_round, tail=tail, every_s=timing.ROUND_READ_EVERY_S)
+        return next(((n, body) for n, body in probes.rounds(text) if n > seen), None)
+
+    def start_probe(self, tag: str, every_s: float) -> str:
+        """Starts the node probe here repeating its report every `every_s` (pods.node_probe_pod) and returns the
+        pod's name; read it with probe_round_after."""
+        hand_over(self.probe_off())
+        return self.start(pods.node_probe_pod(self.pod_name("nodeprobe", tag), self.namespace(privileged=True),
+                                              self.run_id, self.node, self.cfg, timing.RUN_HOLD_DEADLINE_S,
+                                              recursive=self.host_mounts(), checkpoint=self.has_checkpoint(),
+                                              every_s=every_s))
+
+    def probe_round_after(self, name: str) -> dict | None:
+        """The report of the repeating node probe `name`'s first round that began after this call; None where it
+        gave none (round_after)."""
+        self.wait_running(name)
+        got = self.round_after(name, tail=timing.PROBE_ROUND_TAIL_LINES)
+        if got is None:
+            return None
+        self.note("node probe report", f"round {got[0]}: {got[1].strip()[:2000]}")
+        return verdicts.probe_report(got[1])[0]
 
     def probe(self, tag: str, required: bool = True) -> dict:
         """Runs the node probe (gpuconform/nodeprobe.py) here and returns its report. Not checked when the probe

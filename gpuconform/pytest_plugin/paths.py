@@ -107,8 +107,9 @@ class DevicePluginPath:
         and again once they have all ended (went_out_of_service)."""
         c = self.check
         before = self.offered(at_end=False)
+        reader = self.end_reader()
         c.wait_for_rest_of_node()
-        after = self.offered(at_end=True)
+        after = self.offered(at_end=True, reader=reader)
         c.note("offered", {"when the node's checks started": before.__dict__, "when they had ended": after.__dict__})
         c.record("out_of_service_at_end", after.out_of_service)
         found = verdicts.went_out_of_service(c.node, before, after)
@@ -131,16 +132,23 @@ class DevicePluginPath:
         on_node = c.pods_on_node()  # one LIST for every device
         return [healthtimes.layer_times(d, healthtimes.plugin_marked(d, log), status, on_node) for d in devices]
 
-    def offered(self, at_end: bool) -> counts.Offered:
+    def end_reader(self) -> str | None:
+        """Started when the check starts: the node probe repeating its report (timing.HEALTH_ROUND_S), whose first
+        round after the node's other checks have ended is the kubelet's allocatable list then, read within a round
+        rather than a new pod's start and end. None where the node probe may not run."""
+        c = self.check
+        return None if c.probe_off() else c.start_probe("health", timing.HEALTH_ROUND_S)
+
+    def offered(self, at_end: bool, reader: str | None = None) -> counts.Offered:
         """Capacity and the devices out of service now; at the end from the kubelet's own record: its allocatable
-        list through the node probe (read at once), else the node object after one node-status period (the
-        kubelet posts a changed allocatable with its next update)."""
+        list through the node probe (the repeating `reader`'s next round, else a new probe pod), else the node
+        object after one node-status period (the kubelet posts a changed allocatable with its next update)."""
         c = self.check
         exp = c.expectation()
         if not at_end:
             return verdicts.node_offer(exp, c.node_object())
         if not c.probe_off():
-            report = c.probe("health", required=False)
+            report = (c.probe_round_after(reader) if reader else None) or c.probe("health-end", required=False)
             if not (report.get("allocatable") or {}).get("error") and report:
                 return verdicts.node_offer(exp, c.node_object(), report)
         wait = verdicts.status_update_s(c.kubelet_config()) + 5.0
@@ -294,7 +302,10 @@ class DraPath(DevicePluginPath):
                 [p for p, devs in held if d in devs], holding=True))
         return out
 
-    def offered(self, at_end: bool) -> counts.Offered:
+    def end_reader(self) -> str | None:
+        return None  # the slices and rules are watched: the end is read at once
+
+    def offered(self, at_end: bool, reader: str | None = None) -> counts.Offered:
         """The driver's published GPUs and its devices tainted out of service now (its slices and the
         DeviceTaintRules, as the watches hold them: a driver taints a failing device in its slice at once)."""
         c = self.check

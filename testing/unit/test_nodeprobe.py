@@ -409,6 +409,26 @@ def test_main_reads_checkpoint_and_pci(tmp_path, sysfs, capsys):
     assert doc["pci"]["error"] is None and len(gpu_functions(doc["pci"]["functions"])) == 4
 
 
+def test_main_repeats_in_rounds_a_reader_tells_apart_by_number(tmp_path, capsys, monkeypatch):
+    from gpuconform import probes
+    from gpuconform.verdicts import probe_report
+    plugins = tmp_path / "device-plugins"
+    plugins.mkdir()
+    (plugins / "kubelet_internal_checkpoint").write_text(checkpoint([], {"nvidia.com/gpu": [UUID0]}))
+    monkeypatch.setattr(nodeprobe, "scan_pci", lambda root, vendor: 1 / 0)  # rounds never scan the PCI tree
+    rc = nodeprobe.main(["--pod-resources", str(tmp_path / "none.sock"), "--device-plugins", str(plugins),
+                         "--sysfs", str(tmp_path), "--every", "0.01", "--for", "0.025"])
+    out = capsys.readouterr().out
+    got = probes.rounds(out)
+    assert rc == 0 and [n for n, _ in got] == [1, 2, 3] and probes.begun(out) == 3
+    doc, problems = probe_report(got[-1][1])
+    assert problems == [] and "pci" not in doc
+    assert doc["checkpoint"]["registered"] == {"nvidia.com/gpu": [UUID0]}
+    # a round whose header is written but whose report is not yet: begun, not complete; a later one is "after"
+    cut = out + "== round ==\n4\n"
+    assert probes.begun(cut) == 4 and [n for n, _ in probes.rounds(cut)] == [1, 2, 3]
+
+
 def test_main_survives_an_unexpected_exception(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(nodeprobe, "scan_pci", lambda root, vendor: 1 / 0)
     nodeprobe.main(["--pod-resources", "x", "--device-plugins", str(tmp_path), "--sysfs", str(tmp_path)])

@@ -211,6 +211,15 @@ def test_node_probe_reads_the_configured_kubelet_dir_and_pci_tree_as_root_withou
     assert not any("nvidia.com" in k for k in ctr["resources"].get("limits", {}))
 
 
+def test_a_repeating_node_probe_stops_before_its_deadline():
+    c = cfg()
+    c["images"]["nodeProbe"] = "mirror/suite:1"
+    m = pods.node_probe_pod("np", "ns", "r1", "n1", c, 3600, every_s=0.5)
+    assert m["spec"]["containers"][0]["command"][-4:] == ["--every", "0.5", "--for", "3540"]
+    assert m["spec"]["activeDeadlineSeconds"] == 3600
+    assert "--every" not in pods.node_probe_pod("np", "ns", "r1", "n1", c, 60)["spec"]["containers"][0]["command"]
+
+
 TAINT_MSG = "0/4 nodes are available: 1 node(s) had untolerated taint {gpuconform.dev/maintenance: true}"
 
 

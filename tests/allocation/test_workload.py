@@ -81,15 +81,12 @@ def test_gpu_access_held_through_the_run_survives_to_its_end(check):
     check.wait_running(name)
     start = probes.rounds(check.log_until(name, until=lambda text: bool(probes.rounds(text))))
     check.wait_for_rest_of_node()
-    # the last rounds only (a run-long log grows by a round every RUN_HOLD_EVERY_S): wait for one that began
-    # after the node's other checks had ended
-    tail = timing.RUN_HOLD_TAIL_LINES
-    seen = max((n for n, _ in probes.rounds(check.log(name, tail=tail))), default=0)
-    end = probes.rounds(check.log_until(name, tail=tail,
-                                        until=lambda text: any(n > seen for n, _ in probes.rounds(text))))
+    # the last rounds only (a run-long log grows by a round every RUN_HOLD_EVERY_S): the first that began after
+    # the node's other checks had ended
+    end = check.round_after(name, tail=timing.RUN_HOLD_TAIL_LINES)
     first = verdicts.Seen.from_log(name, 1, start[0][1]) if start else None
-    last = verdicts.Seen.from_log(name, 1, end[-1][1]) if end and end[-1][0] > seen else None
-    done = end[-1][0] if end else len(start)
+    last = verdicts.Seen.from_log(name, 1, end[1]) if end else None
+    done = end[0] if end else len(start)
     check.note("device checks", {"rounds": done, "first": first and first.evidence(),
                                  "last": last and last.evidence()})
     # evidence only: an unreadable kubelet, or a malformed /metrics (skipped where it is judged), decides nothing here
