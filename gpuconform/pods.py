@@ -268,6 +268,13 @@ def recursive_read_only(node_obj: dict | None, handler: str = "") -> str:
     return RRO_IF_POSSIBLE
 
 
+def mounts_if_possible(p: dict) -> bool:
+    """Whether a container of pod manifest `p` mounts a volume recursively read-only only if possible (a host
+    reader on a node whose runtime cannot: recursive_read_only)."""
+    return any(m.get("recursiveReadOnly") == RRO_IF_POSSIBLE
+               for c in (p.get("spec") or {}).get("containers") or [] for m in c.get("volumeMounts") or [])
+
+
 def _host_reader(p: dict, mounts: dict[str, tuple[str, str, str]], run_as_root: bool = False,
                  recursive: str = RRO_ENABLED) -> dict:
     """Turns a test pod into a privileged-namespace reader of host paths: read-only hostPath mounts

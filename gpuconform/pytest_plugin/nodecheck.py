@@ -278,7 +278,7 @@ class NodeCheck:
         try:
             self.run.spaces.create_pod(manifest)
         except EnvironmentProblem as e:
-            refused = verdicts.creation_refused(name, self.node, e.message)
+            refused = verdicts.creation_refused(name, self.node, e.message, pods.mounts_if_possible(manifest))
             if refused is None:
                 raise
             raise_for(refused.code, refused.message)

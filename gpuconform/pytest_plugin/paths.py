@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from gpuconform import counts, dradevices, healthtimes, pods, timing, verdicts
 from gpuconform.reasons import REASONS
 
+from .handover import Skip
 from .livelog import log
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ class DevicePluginPath:
     def __init__(self, check: "NodeCheck"):
         self.check = check
         self.facts = check.gpu.allocation
+        self.probe_refused = ""  # why the node probe may not run here, once a create was refused (end_reader)
 
     # ------------------------------------------------------------ registration
 
@@ -137,7 +139,14 @@ class DevicePluginPath:
         round after the node's other checks have ended is the kubelet's allocatable list then, read within a round
         rather than a new pod's start and end. None where the node probe may not run."""
         c = self.check
-        return None if c.probe_off() else c.start_probe("health", timing.HEALTH_ROUND_S)
+        if c.probe_off() or self.probe_refused:
+            return None
+        try:
+            return c.start_probe("health", timing.HEALTH_ROUND_S)
+        except Skip as e:  # refused where the node's runtime cannot mount as the policy asks: the node object serves
+            self.probe_refused = str(e)
+            c.note("node probe", self.probe_refused)
+            return None
 
     def offered(self, at_end: bool, reader: str | None = None) -> counts.Offered:
         """Capacity and the devices out of service now; at the end from the kubelet's own record: its allocatable
@@ -147,7 +156,7 @@ class DevicePluginPath:
         exp = c.expectation()
         if not at_end:
             return verdicts.node_offer(exp, c.node_object())
-        if not c.probe_off():
+        if not c.probe_off() and not self.probe_refused:
             report = (c.probe_round_after(reader) if reader else None) or c.probe("health-end", required=False)
             if not (report.get("allocatable") or {}).get("error") and report:
                 return verdicts.node_offer(exp, c.node_object(), report)

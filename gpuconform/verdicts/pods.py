@@ -54,12 +54,26 @@ def injection_failure(text: str) -> bool:
     return any(w in low for w in INJECTION_WORDS)
 
 
-def creation_refused(name: str, node: str, message: str) -> Finding | None:
+# The admission policy's refusal of a host mount that is not recursively read-only (manifests/rbac-policy.yaml)
+_RRO_REFUSED = re.compile(r"mounts host paths read-only with recursiveReadOnly Enabled")
+
+
+def creation_refused(name: str, node: str, message: str, rro_if_possible: bool = False) -> Finding | None:
     """A pod create refused because the RuntimeClass it names does not exist: the cluster cannot run GPU pods the
-    configured way (FAIL-F12-INJECTION-FAILED), not an API outage."""
+    configured way (FAIL-F12-INJECTION-FAILED), not an API outage. A host reader that mounts `rro_if_possible`
+    (its node's runtime cannot mount recursively read-only) refused by the admission policy, which requires it:
+    NOTCHECKED-OPTIONAL, the host read is not made on that node (the policy keeps its guarantee; the node's
+    runtime is what lacks the feature)."""
     if _NO_RUNTIME_CLASS.search(message):
         return Finding("FAIL-F12-INJECTION-FAILED", f"pod {name} for {node} refused by the API server: {message} "
                           "(runtimeClassName in the config names a RuntimeClass the cluster lacks)")
+    if rro_if_possible and _RRO_REFUSED.search(message):
+        return Finding("NOTCHECKED-OPTIONAL", f"{node}: its container runtime reports no recursive read-only mounts "
+                       "(status.runtimeHandlers[].features.recursiveReadOnlyMounts: containerd before 2.0, CRI-O "
+                       "before 1.30) and the admission policy gpuconform-writes requires them for host paths, so "
+                       f"pod {name} may not read the node: not checked here. Upgrade the node's runtime, or set the "
+                       "policy parameter recursiveReadOnly to IfPossible (ConfigMap gpuconform-policy) to accept "
+                       "read-only mounts whose submounts stay writable")
     return None
 
 

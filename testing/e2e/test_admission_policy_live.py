@@ -251,6 +251,24 @@ def test_each_misuse_of_the_token_is_refused_by_the_policy(sa, misuse):
         assert kubectl("get", "namespace", FOREIGN, "-o", "name").strip() == f"namespace/{FOREIGN}"
 
 
+def test_a_node_whose_runtime_cannot_mount_recursively_read_only_is_not_checked_not_errored(sa):
+    """The bed's gpu-node-0 runs containerd 1.6, which reports no recursiveReadOnlyMounts: the suite mounts its host
+    readers there IfPossible, which the shipped policy (parameter recursiveReadOnly: Enabled) refuses. That refusal,
+    as the API server words it, is NOTCHECKED-OPTIONAL naming the runtime and the parameter, not an API error."""
+    from gpuconform import pods, verdicts
+
+    node = json.loads(kubectl("get", "node", GPU_NODE, "-o", "json"))
+    mode = pods.recursive_read_only(node)
+    assert mode == pods.RRO_IF_POSSIBLE, "the bed's gpu-node-0 runtime now mounts recursively read-only"
+    p = pods.node_probe_pod(f"nodeprobe-health-{GPU_NODE}", NODE, RUN, GPU_NODE, bed_cfg(), 60, recursive=mode)
+    assert pods.mounts_if_possible(p)
+    out = as_sa(sa, "create", "--dry-run=server", "-f", "-", obj=p)
+    assert out.returncode != 0 and REFUSED in out.stderr, out.stderr
+    found = verdicts.creation_refused(p["metadata"]["name"], GPU_NODE, out.stderr, pods.mounts_if_possible(p))
+    assert found is not None and found.code == "NOTCHECKED-OPTIONAL", out.stderr
+    assert "recursiveReadOnlyMounts" in found.message and "recursiveReadOnly to IfPossible" in found.message
+
+
 def test_admin_access_only_in_a_dry_run(sa):
     """P3: a ResourceClaim asking DRA admin access is admitted as the suite's own server-side dry run (its
     admin-access trial) and refused by the policy when it would be stored. The run namespace is labelled

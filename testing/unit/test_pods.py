@@ -109,6 +109,20 @@ def test_a_pod_refused_for_a_missing_runtime_class_is_an_injection_failure():
     assert verdicts.creation_refused("p", "n1", 'pods "p" is forbidden: violates PodSecurity "restricted"') is None
 
 
+def test_a_host_reader_the_policy_refuses_for_want_of_recursive_read_only_is_not_checked():
+    msg = ("pods \"nodeprobe-hw-n1\" is forbidden: ValidatingAdmissionPolicy 'gpuconform-writes' with binding "
+           "'gpuconform-writes' denied request: gpuconform mounts host paths read-only with recursiveReadOnly "
+           "Enabled (IfPossible only where the policy parameter recursiveReadOnly says so) and no mount propagation")
+    c = cfg()
+    c["images"]["nodeProbe"] = "mirror/suite:1"
+    p = pods.node_probe_pod("nodeprobe-hw-n1", "ns", "r1", "n1", c, 60, recursive=pods.RRO_IF_POSSIBLE)
+    prob = verdicts.creation_refused("nodeprobe-hw-n1", "n1", msg, pods.mounts_if_possible(p))
+    assert prob.code == "NOTCHECKED-OPTIONAL" and "recursiveReadOnlyMounts" in prob.message
+    # a reader that asked for Enabled and was refused is the policy's business, not this node's runtime's
+    assert not pods.mounts_if_possible(pods.node_probe_pod("np", "ns", "r1", "n1", c, 60))
+    assert verdicts.creation_refused("nodeprobe-hw-n1", "n1", msg, False) is None
+
+
 CREATING = [{"name": "probe", "state": {"waiting": {"reason": "ContainerCreating"}}}]
 SCHEDULED = [{"type": "PodScheduled", "status": "True"}]
 
