@@ -304,18 +304,22 @@ def _kubelet_dir(cfg: Config) -> str:
 def socket_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict,
                      deadline: float, kubelet_subdir: str = "device-plugins", recursive: str = RRO_ENABLED) -> dict:
     """Privileged-namespace probe listing the kubelet's device-plugins dir (or `kubelet_subdir`: plugins_registry on
-    a DRA node) through a read-only hostPath. Runs as
-    a non-root user: listing a directory needs its r and x bits for others, which the kubelet's 0755 directory
-    has; and a non-root process cannot connect() to the root-owned sockets in it (connect needs write permission
-    on the socket file, unix(7)), so this probe cannot talk to the kubelet's Registration service or a plugin (the
-    admission policy admits a device-plugins mount only in such a pod)."""
+    a DRA node) through a read-only hostPath. Runs as a non-root user: listing a directory needs its r and x bits,
+    which the kubelet's 0755 device-plugins directory gives others; and a non-root process cannot connect() to the
+    root-owned sockets in it (connect needs write permission on the socket file, unix(7)), so this probe cannot talk
+    to the kubelet's Registration service or a plugin (the admission policy admits a device-plugins mount only in
+    such a pod). The kubelet makes plugins_registry 0750 (kubernetes v1.37.2 pkg/kubelet/kubelet.go setupDataDirs:
+    MkdirAll(getPluginsRegistrationDir(), 0750)): its listing runs with the root group as a supplementary group,
+    whose r-x lists the directory while the drivers' root-owned sockets (0755 under the usual umask) still give
+    the group no write, so no connect(). No uid 0 here: only the node probe runs as root."""
     cfg = view(cfg)
     p = pod(name, namespace, run_id, "plugin-socket", node, cfg, image=cfg.get("images.probe"), gpus=0,
             command=["sh", "-c", f"ls -la /{kubelet_subdir}/"], deadline=deadline, best_effort=True)
-    # The kubelet makes plugins_registry 0750 (kubernetes v1.37.2 pkg/kubelet/kubelet.go setupDataDirs:
-    # MkdirAll(getPluginsRegistrationDir(), 0750)): only root lists it; device-plugins is 0755.
-    return _host_reader(p, {"dp": (_kubelet_dir(cfg) + "/" + kubelet_subdir, "/" + kubelet_subdir, "Directory")},
-                        run_as_root=kubelet_subdir != "device-plugins", recursive=recursive)
+    p = _host_reader(p, {"dp": (_kubelet_dir(cfg) + "/" + kubelet_subdir, "/" + kubelet_subdir, "Directory")},
+                     recursive=recursive)
+    if kubelet_subdir != "device-plugins":
+        p["spec"]["securityContext"]["supplementalGroups"] = [0]
+    return p
 
 
 def node_probe_pod(name: str, namespace: str, run_id: str, node: str, cfg: Config | dict, deadline: float,

@@ -472,6 +472,7 @@ def start(bins: Bins, ip: str, kubectl: Kubectl, archives: list[Path]) -> None:
                  "containerd-dra")
     for a in archives + images(bins):
         ctr("images", "import", str(a))
+    gpunode.tag_by_digest(ctr, IMAGES["suite"])
     pid = bed.pid_of("containerd-dra")
     bed.start("kubelet-dra", ["nsenter", f"--mount=/proc/{pid}/ns/mnt", "--", bins["kubelet"],
                               f"--config={kubelet_config(ip)}", f"--kubeconfig={PKI / 'kubelet-dra.kubeconfig'}",

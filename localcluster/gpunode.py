@@ -134,7 +134,26 @@ def ctr(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 def import_images(archives: list[Path]) -> None:
     for a in archives:
         ctr("images", "import", str(a))
+    tag_by_digest(ctr, IMAGES["suite"])
     say(f"imported {len(archives)} images into containerd: {', '.join(IMAGES.values())}")
+
+
+def tag_by_digest(ctr_fn, image: str) -> str:
+    """Names the imported `image` also `<repo>@<its manifest digest>` in the containerd `ctr_fn` talks to, so a pod
+    may name it by digest, as the admission policy's rootImages asks of the node probe (a docker-archive import
+    records only its tag, and the CRI resolves a digest reference only by that name); returns that reference."""
+    ref = image_by_digest(ctr_fn, image)
+    ctr_fn("images", "tag", "--force", image, ref)
+    return ref
+
+
+def image_by_digest(ctr_fn=ctr, image: str = IMAGES["suite"]) -> str:
+    """`<repo>@sha256:<hex>` of the imported `image` (its manifest digest as containerd holds it)."""
+    out = ctr_fn("images", "ls", f"name=={image}").stdout.splitlines()[1:]
+    if not out:
+        raise BedError(f"image {image} is not in containerd: run `make cluster-up`")
+    digest = next(f for f in out[0].split() if f.startswith("sha256:"))
+    return image.rsplit(":", 1)[0] + "@" + digest
 
 
 # ---------------------------------------------------------------- the simulated GPUs

@@ -54,8 +54,10 @@ def injection_failure(text: str) -> bool:
     return any(w in low for w in INJECTION_WORDS)
 
 
-# The admission policy's refusal of a host mount that is not recursively read-only (manifests/rbac-policy.yaml)
+# The admission policy's refusals (manifests/rbac-policy.yaml): a host mount that is not recursively read-only; the
+# node probe's image not listed by digest in its parameter rootImages
 _RRO_REFUSED = re.compile(r"mounts host paths read-only with recursiveReadOnly Enabled")
+_ROOT_IMAGE_REFUSED = re.compile(r"only with an image named by digest in\s+the policy parameter rootImages")
 
 
 def creation_refused(name: str, node: str, message: str, rro_if_possible: bool = False) -> Finding | None:
@@ -74,6 +76,12 @@ def creation_refused(name: str, node: str, message: str, rro_if_possible: bool =
                        f"pod {name} may not read the node: not checked here. Upgrade the node's runtime, or set the "
                        "policy parameter recursiveReadOnly to IfPossible (ConfigMap gpuconform-policy) to accept "
                        "read-only mounts whose submounts stay writable")
+    if _ROOT_IMAGE_REFUSED.search(message):
+        return Finding("NOTCHECKED-OPTIONAL", f"{node}: the admission policy gpuconform-writes runs the node probe "
+                       f"(pod {name}, uid 0) only with an image its parameter rootImages lists by digest, and it does "
+                       "not list images.nodeProbe: the node's own records are not read. Name images.nodeProbe by "
+                       "digest (<repo>@sha256:<digest>) and put the same reference in rootImages (ConfigMap "
+                       "gpuconform-policy)")
     return None
 
 

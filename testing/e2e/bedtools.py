@@ -112,3 +112,11 @@ def run_suite(tmp: Path, *extra: str) -> tuple[int, dict]:
     data = json.loads(summary.read_text())
     jsonschema.validate(data, json.loads((ROOT / "docs" / "summary.schema.json").read_text()))
     return out.returncode, data
+
+
+def suite_image_by_digest() -> str:
+    """The bed's suite image as `<repo>@sha256:<digest>` (the bed tags it so on import: localcluster/gpunode.py
+    tag_by_digest): what images.nodeProbe and the admission policy's rootImages name where the policy is in force."""
+    import gpunode
+
+    return gpunode.image_by_digest()

@@ -23,7 +23,7 @@ from typing import Iterator
 
 import pytest
 import yaml
-from bedtools import KUBECTL, KUBECONFIG, ROOT, as_list, kubectl, token_kubeconfig
+from bedtools import KUBECTL, KUBECONFIG, ROOT, as_list, kubectl, suite_image_by_digest, token_kubeconfig
 from test_incluster import NS, delete_all, suite_lock
 
 POLICY = "gpuconform-writes"
@@ -47,6 +47,7 @@ def shipped_identity() -> list[dict]:
         objs += [o for o in yaml.safe_load_all((ROOT / "manifests" / f).read_text()) if o]
     param = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == PARAMS)
     param["data"]["sysfsPath"] = bed_cfg().get("nodeProbe.sysfsPath").rstrip("/")
+    param["data"]["rootImages"] = bed_cfg().get("images.nodeProbe")
     return objs
 
 
@@ -79,9 +80,11 @@ def run_namespace(name: str, level: str) -> dict:
 
 
 def bed_cfg():
+    """The bed's config with the node probe's image named by digest, as the policy's rootImages lists it."""
     from gpuconform import config
 
-    return config.load(ROOT / "localcluster" / "gpuconform.yaml", environ={})
+    return config.load(ROOT / "localcluster" / "gpuconform.yaml",
+                       environ={"GPUCONFORM_IMAGES_NODE_PROBE": suite_image_by_digest()})
 
 
 def suite_pods() -> list[dict]:
@@ -124,8 +127,18 @@ def host_path_pod(path: str, kind: str | None = "Directory", recursive: str | No
         {"name": "h", "hostPath": {"path": path, **({"type": kind} if kind else {})}}]))
     p["spec"]["containers"][0]["volumeMounts"] = [{"name": "h", "mountPath": "/host", "readOnly": True,
                                                    **({"recursiveReadOnly": recursive} if recursive else {})}]
-    if root:
+    if root:  # as the node probe, the one root reader: with its image, which rootImages lists
         p["spec"]["securityContext"] = copy.deepcopy(pods.HOST_READER_ROOT_POD)
+        p["spec"]["containers"][0]["image"] = bed_cfg().get("images.nodeProbe")
+    return p
+
+
+def node_probe_running(image: str) -> dict:
+    """The suite's node probe (uid 0, host paths) with another image."""
+    from gpuconform import pods
+
+    p = pods.node_probe_pod(f"nodeprobe-x-{GPU_NODE}", NODE, RUN, GPU_NODE, bed_cfg(), 60)
+    p["spec"]["containers"][0]["image"] = image
     return p
 
 
@@ -207,6 +220,8 @@ MISUSES = {
         "/etc/kubernetes/manifests/kubelet/device-plugins")),
     "P2: the pod-resources directory as DirectoryOrCreate": ("create", lambda: host_path_pod(
         "/var/lib/kubelet/pod-resources", kind="DirectoryOrCreate", root=True)),
+    "P1: the node probe running an image rootImages does not list (its tag)": ("create", lambda: node_probe_running(
+        "localhost/gpuconform/suite:dev")),
     "P2: sysfs without recursiveReadOnly": ("create", lambda: host_path_pod(
         bed_cfg().get("nodeProbe.sysfsPath").rstrip("/"), recursive=None, root=True)),
     "P2: sysfs recursiveReadOnly IfPossible under the shipped Enabled parameter": ("create", lambda: host_path_pod(
@@ -267,6 +282,18 @@ def test_a_node_whose_runtime_cannot_mount_recursively_read_only_is_not_checked_
     found = verdicts.creation_refused(p["metadata"]["name"], GPU_NODE, out.stderr, pods.mounts_if_possible(p))
     assert found is not None and found.code == "NOTCHECKED-OPTIONAL", out.stderr
     assert "recursiveReadOnlyMounts" in found.message and "recursiveReadOnly to IfPossible" in found.message
+
+
+def test_a_node_probe_image_the_policy_does_not_list_is_not_checked_not_errored(sa):
+    """A node probe image that rootImages does not list (here the bed's image by its tag), refused as the API server
+    words it, is NOTCHECKED-OPTIONAL naming the parameter."""
+    from gpuconform import verdicts
+
+    p = node_probe_running("localhost/gpuconform/suite:dev")
+    out = as_sa(sa, "create", "--dry-run=server", "-f", "-", obj=p)
+    assert out.returncode != 0 and REFUSED in out.stderr, out.stderr
+    found = verdicts.creation_refused(p["metadata"]["name"], GPU_NODE, out.stderr)
+    assert found is not None and found.code == "NOTCHECKED-OPTIONAL" and "rootImages" in found.message, out.stderr
 
 
 def test_admin_access_only_in_a_dry_run(sa):

@@ -33,7 +33,7 @@ from typing import Iterator
 
 import pytest
 import yaml
-from bedtools import KUBECONFIG, ROOT, get, kubectl
+from bedtools import KUBECONFIG, ROOT, get, kubectl, suite_image_by_digest
 
 MANIFESTS = ROOT / "manifests"
 NS, JOB = "gpuconform-system", "gpuconform"
@@ -74,6 +74,7 @@ def policy_params(objs: list[dict]) -> None:
     cfg = yaml.safe_load((ROOT / "localcluster" / "gpuconform.yaml").read_text())
     data = find(objs, "ConfigMap", "gpuconform-policy")["data"]
     data["sysfsPath"] = (cfg.get("nodeProbe") or {}).get("sysfsPath", data["sysfsPath"]).rstrip("/")
+    data["rootImages"] = suite_image_by_digest()  # the node probe's image, as bed_objects names it
     gpu_nodes = [n for n in get("nodes")["items"] if (n["metadata"].get("labels") or {}).get("type") != "kwok"]
     if any(pods.recursive_read_only(n) != pods.RRO_ENABLED for n in gpu_nodes):
         data["recursiveReadOnly"] = pods.RRO_IF_POSSIBLE
@@ -81,8 +82,10 @@ def policy_params(objs: list[dict]) -> None:
 
 def bed_objects(run_id: str, window: int) -> list[dict]:
     objs = copy.deepcopy(manifests())
-    find(objs, "ConfigMap", "gpuconform-config")["data"]["gpuconform.yaml"] = \
-        (ROOT / "localcluster" / "gpuconform.yaml").read_text()
+    # the bed's config, its node probe's image named by digest (the policy's rootImages lists it so)
+    bed = yaml.safe_load((ROOT / "localcluster" / "gpuconform.yaml").read_text())
+    bed["images"]["nodeProbe"] = suite_image_by_digest()
+    find(objs, "ConfigMap", "gpuconform-config")["data"]["gpuconform.yaml"] = yaml.safe_dump(bed, sort_keys=False)
     policy_params(objs)
     job = find(objs, "Job", JOB)
     job["spec"]["activeDeadlineSeconds"] = 420  # a hung run cannot outlive the test's budget
@@ -220,6 +223,7 @@ def suite_image() -> str:
     import cluster
 
     cluster.ctr("images", "import", str(cluster.build_suite_image()))
+    cluster.gpunode.tag_by_digest(cluster.ctr, cluster.IMAGES["suite"])
     image = find(manifests(), "Job", JOB)["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == cluster.IMAGES["suite"], "suite-job.yaml should name the image the test bed builds"
     return image

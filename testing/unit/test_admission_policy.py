@@ -46,7 +46,12 @@ def params(**data: str) -> dict:
     return out
 
 
-BED_PARAMS = {"sysfsPath": "/var/lib/gpu-sim/sys"}  # localcluster/gpuconform.yaml nodeProbe.sysfsPath
+# the bed's node probe image by digest, as an operator names it (the bed's config names a tag; the live tests
+# name the digest the bed tagged it with: localcluster/gpunode.py tag_by_digest)
+BED_PROBE_IMAGE = "localhost/gpuconform/suite@sha256:" + "2" * 64
+DEFAULT_PROBE_IMAGE = "registry.example/gpuconform/suite@sha256:" + "1" * 64
+# localcluster/gpuconform.yaml nodeProbe.sysfsPath, and the node probe's image
+BED_PARAMS = {"sysfsPath": "/var/lib/gpu-sim/sys", "rootImages": BED_PROBE_IMAGE}
 
 
 # ---------------------------------------------------------------- recorded requests
@@ -83,12 +88,18 @@ def namespace(name: str, **labels: str) -> dict:
 
 
 def bed_config() -> gconfig.Config:
-    return gconfig.load(ROOT / "localcluster" / "gpuconform.yaml", environ={})
+    return gconfig.load(ROOT / "localcluster" / "gpuconform.yaml", environ={"GPUCONFORM_IMAGES_NODE_PROBE": BED_PROBE_IMAGE})
 
 
 def default_config_with_image() -> gconfig.Config:
-    return gconfig.load(None, environ={"GPUCONFORM_IMAGES_NODE_PROBE": "registry.example/gpuconform/suite@sha256:"
-                                                                       + "1" * 64})
+    return gconfig.load(None, environ={"GPUCONFORM_IMAGES_NODE_PROBE": DEFAULT_PROBE_IMAGE})
+
+
+def root_reader(image: str) -> dict:
+    """The node probe (uid 0, host paths) running `image`."""
+    p = pods.node_probe_pod("nodeprobe-hw-n1", NODE["metadata"]["name"], RUN, "n1", bed_config(), 60)
+    p["spec"]["containers"][0]["image"] = image
+    return p
 
 
 def suite_pods(cfg: gconfig.Config) -> list[dict]:
@@ -135,8 +146,9 @@ def host_path_pod(ns: dict, path: str, read_only: bool = True, kind: str | None 
     if recursive:
         m["recursiveReadOnly"] = recursive
     p["spec"]["containers"][0]["volumeMounts"] = [m]
-    if root:
+    if root:  # as the node probe, the one root reader: its image, as rootImages lists it
         p["spec"]["securityContext"] = copy.deepcopy(pods.HOST_READER_ROOT_POD)
+        p["spec"]["containers"][0]["image"] = BED_PROBE_IMAGE
     return p
 
 
@@ -263,6 +275,17 @@ MISUSES: list[tuple[str, dict, str, str]] = [
     ("P2: the checkpoint mounted as a directory",
      request("CREATE", "pods", host_path_pod(NODE, "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint",
                                              root=True), ns=NODE), "mounts host paths only", "File"),
+    ("P1: the node probe running an image rootImages does not list",
+     request("CREATE", "pods", root_reader("evil.example/root@sha256:" + "3" * 64), ns=NODE),
+     "only with an image named by digest", "rootImages"),
+    ("P1: the node probe naming its listed image by a tag, which can move",
+     request("CREATE", "pods", root_reader("localhost/gpuconform/suite:dev"), ns=NODE,
+             param=params(**{**BED_PARAMS, "rootImages": "localhost/gpuconform/suite:dev"})),
+     "only with an image named by digest", "sha256"),
+    ("P1: the node probe where rootImages is empty, as shipped",
+     request("CREATE", "pods", root_reader(BED_PROBE_IMAGE), ns=NODE,
+             param=params(**{**BED_PARAMS, "rootImages": ""})),
+     "only with an image named by digest", "rootImages"),
     ("P2: sysfs mounted without recursiveReadOnly",
      request("CREATE", "pods", host_path_pod(NODE, "/var/lib/gpu-sim/sys", recursive=None, root=True), ns=NODE),
      "host paths read-only", "recursiveReadOnly"),
@@ -398,7 +421,7 @@ def allowed_requests() -> list[tuple[str, dict]]:
                                                         "gpu.nvidia.com", 1, admin_access=True), ns=MAIN,
                 dry_run=True))]
     for label, cfg, param in (("bed", bed_config(), params(**BED_PARAMS)),
-                              ("default", default_config_with_image(), shipped_params())):
+                              ("default", default_config_with_image(), params(rootImages=DEFAULT_PROBE_IMAGE))):
         for p in suite_pods(cfg):
             ns = NODE if p["metadata"]["namespace"].endswith("-node") else MAIN
             out.append((f"{label} config: {p['metadata']['name']}", request("CREATE", "pods", p, ns=ns, param=param)))
@@ -474,7 +497,7 @@ def test_shipped_binding_denies_for_the_suites_serviceaccount_only():
     assert cm["data"] == {"kubeletDir": gconfig.DEFAULTS["nodeProbe"]["kubeletDir"].rstrip("/"),
                           "sysfsPath": gconfig.DEFAULTS["nodeProbe"]["sysfsPath"], "recursiveReadOnly": "Enabled",
                           "tolerationKeys": ",".join(t["key"] for t in gconfig.DEFAULTS["tolerations"]),
-                          "runtimeClassNames": "nvidia", "priorityClassNames": ""}
+                          "runtimeClassNames": "nvidia", "priorityClassNames": "", "rootImages": ""}
     (cond,) = policy["spec"]["matchConditions"]
     assert cond["expression"] == f"request.userInfo.username == '{SA}'"
     rbac = [d for d in yaml.safe_load_all((ROOT / "manifests" / "rbac.yaml").read_text()) if d]
@@ -544,7 +567,7 @@ def test_policy_and_config_agree_on_sysfs(sysfs, ok):
     pytest.importorskip("celpy", reason="cel-python not installed (pip install -e '.[dev]')")
     assert gconfig.sysfs_path_ok(sysfs) is ok
     assert (refusals(shipped()[0], request("CREATE", "pods", host_path_pod(NODE, sysfs, root=True), ns=NODE,
-                                           param=params(sysfsPath=sysfs))) == []) is ok
+                                           param=params(sysfsPath=sysfs, rootImages=BED_PROBE_IMAGE))) == []) is ok
 
 
 def test_without_its_parameter_the_policy_admits_no_host_path():

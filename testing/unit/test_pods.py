@@ -123,6 +123,15 @@ def test_a_host_reader_the_policy_refuses_for_want_of_recursive_read_only_is_not
     assert verdicts.creation_refused("nodeprobe-hw-n1", "n1", msg, False) is None
 
 
+def test_a_node_probe_the_policy_refuses_for_its_image_is_not_checked():
+    msg = ("pods \"nodeprobe-hw-n1\" is forbidden: ValidatingAdmissionPolicy 'gpuconform-writes' with binding "
+           "'gpuconform-writes' denied request: gpuconform runs a pod that reads host paths as uid 0 (the node probe) "
+           "only with an image named by digest in the policy parameter rootImages (ConfigMap gpuconform-policy: "
+           "images.nodeProbe of the suite config as <repo>@sha256:<digest>); refused: localhost/gpuconform/suite:dev")
+    prob = verdicts.creation_refused("nodeprobe-hw-n1", "n1", msg)
+    assert prob.code == "NOTCHECKED-OPTIONAL" and "rootImages" in prob.message and "by digest" in prob.message
+
+
 CREATING = [{"name": "probe", "state": {"waiting": {"reason": "ContainerCreating"}}}]
 SCHEDULED = [{"type": "PodScheduled", "status": "True"}]
 
