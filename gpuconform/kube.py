@@ -237,6 +237,19 @@ def decode_log(data: bytes | str) -> str:
     return data if isinstance(data, str) else data.decode("utf-8", errors="replace")
 
 
+def read_json(resp: Any) -> Any:
+    """The decoded JSON body of a call made with `_preload_content=False` (urllib3's response, its body not read
+    yet: a non-2xx answer was raised as ApiException before it came back), its connection back in the pool. Its
+    `read()`, not `.data`, which would keep the bytes on the response."""
+    try:
+        data = resp.read()
+    finally:
+        release = getattr(resp, "release_conn", None)
+        if release is not None:
+            release()
+    return json.loads(data)
+
+
 def connect(kubeconfig: str | None, context: str | None, qps: float, burst: int, request_timeout: float,
             pool: int = 16) -> Cluster:
     """Builds the client: explicit kubeconfig > $KUBECONFIG > in-cluster service account > ~/.kube/config."""

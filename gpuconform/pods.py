@@ -9,6 +9,8 @@ Pod Security context unless it is the optional privileged node probe.
 from __future__ import annotations
 
 import copy
+import sys
+from typing import Any
 
 from . import vendors
 from .config import Config, view
@@ -395,25 +397,70 @@ def is_running_or_terminal(pod: dict) -> bool:
     return pod.get("status", {}).get("phase") == "Running" or is_terminal(pod)
 
 
-# What discovery keeps of a pod that is not a plugin candidate (not a DaemonSet's): what the free counts, the
-# claims and the look-alike reasons read. At real pod density (40 pods a node, 1,000 nodes) whole pods as dicts
-# (managedFields, env, probes, statuses) would not fit the Job's memory.
-_SLIM_META = ("name", "namespace", "uid", "labels", "ownerReferences", "deletionTimestamp", "creationTimestamp")
-_SLIM_SPEC = ("nodeName", "volumes", "resourceClaims", "overhead", "runtimeClassName", "priority")
-_SLIM_CONTAINER = ("name", "image", "resources", "volumeMounts")
+# What discovery keeps of a pod that is not a plugin candidate (not a DaemonSet's): what its readers read, and no
+# more. At real pod density (40 pods a node, 1,000 nodes) whole pods as dicts (managedFields, env, probes,
+# statuses, the service-account token volume) would not fit the Job's memory. The readers of these pods
+# (inventory.discover, the only place that holds them): its grouping by spec.nodeName;
+# discovery.find_plugin_pods: metadata name, namespace, labels, ownerReferences (kind, name, controller), the
+# containers' names, hostPath volumes and the container mounts of them (look-alikes); nodes.describe_nodes
+# (counts.free_gpus, pod_request): status.phase and the containers' and init containers' limits and requests of
+# the GPU resource, an extended resource (its name has a domain: a '/'; cpu, memory and the other native
+# resources never do). Also kept, absent on an ordinary pod: deletionTimestamp and the claims (what holds a DRA
+# device), the containers' images. Repeated strings (namespace, node, image, labels, resource names) are interned:
+# 40 pods of a node, or the replicas of a workload, hold each once.
+_SLIM_META = ("name", "deletionTimestamp")
+_SLIM_OWNER = ("kind", "name", "controller")
+_SLIM_SPEC = ("nodeName", "resourceClaims")
 _SLIM_STATUS = ("phase", "resourceClaimStatuses", "extendedResourceClaimStatus")
+
+
+def _s(v: Any) -> Any:
+    return sys.intern(v) if type(v) is str else v
+
+
+def _extended(resources: dict) -> dict:
+    """A container's limits and requests of extended resources (a '/' in the name) only; {} where it has none."""
+    out = {}
+    for k in ("limits", "requests"):
+        got = {_s(r): _s(q) for r, q in (resources.get(k) or {}).items() if "/" in r}
+        if got:
+            out[k] = got
+    return out
+
+
+def _slim_container(c: dict, host_volumes: set) -> dict:
+    out = {k: _s(c[k]) for k in ("name", "image") if k in c}
+    res = _extended(c.get("resources") or {})
+    if res:
+        out["resources"] = res
+    mounts = [m for m in c.get("volumeMounts") or [] if m.get("name") in host_volumes]
+    if mounts:
+        out["volumeMounts"] = mounts
+    return out
 
 
 def slim(p: dict) -> dict:
     """`p` as discovery keeps it: whole for a DaemonSet's pod (a plugin or driver candidate: its args, env and
-    statuses are read), else only the fields above (no managedFields, env, command, probes or statuses)."""
+    statuses are read) but its managedFields, else only what the readers above read (no managedFields, env,
+    command, probes, statuses, cpu/memory resources, or volumes but hostPath ones)."""
     meta = p.get("metadata") or {}
     if any(o.get("kind") == "DaemonSet" for o in meta.get("ownerReferences") or []):
         return {**p, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     spec, status = p.get("spec") or {}, p.get("status") or {}
-    out_spec = {k: spec[k] for k in _SLIM_SPEC if k in spec}
+    out_meta = {k: meta[k] for k in _SLIM_META if k in meta}
+    if "namespace" in meta:
+        out_meta["namespace"] = _s(meta["namespace"])
+    if meta.get("labels"):
+        out_meta["labels"] = {_s(k): _s(v) for k, v in meta["labels"].items()}
+    if meta.get("ownerReferences"):
+        out_meta["ownerReferences"] = [{k: _s(o[k]) for k in _SLIM_OWNER if k in o} for o in meta["ownerReferences"]]
+    out_spec = {k: _s(spec[k]) for k in _SLIM_SPEC if k in spec}
+    host = [v for v in spec.get("volumes") or [] if v.get("hostPath")]
+    if host:
+        out_spec["volumes"] = host
+    names = {v.get("name") for v in host}
     for key in ("containers", "initContainers"):
         if key in spec:
-            out_spec[key] = [{k: c[k] for k in _SLIM_CONTAINER if k in c} for c in spec[key] or []]
-    return {"metadata": {k: meta[k] for k in _SLIM_META if k in meta}, "spec": out_spec,
-            "status": {k: status[k] for k in _SLIM_STATUS if k in status}}
+            out_spec[key] = [_slim_container(c, names) for c in spec[key] or []]
+    return {"metadata": out_meta, "spec": out_spec,
+            "status": {k: _s(status[k]) for k in _SLIM_STATUS if k in status}}

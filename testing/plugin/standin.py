@@ -4,17 +4,24 @@ Children import it as `testing.plugin.standin` (their PYTHONPATH is the reposito
 
 from __future__ import annotations
 
+import io
+import json
 from types import SimpleNamespace
 from typing import Any, Callable
 
 import kubernetes.client as k8s
+import urllib3
 
 from gpuconform import kube
 
 
-def pages(items: list) -> Callable[..., SimpleNamespace]:
-    """A LIST call that returns `items` in one page."""
-    def fn(limit=None, _continue=None, _request_timeout=None, **kw):
+def pages(items: list) -> Callable[..., Any]:
+    """A LIST call that returns `items` in one page, as the client does: raw (urllib3's response, body unread) for
+    `_preload_content=False`, else as a model list."""
+    def fn(limit=None, _continue=None, _request_timeout=None, _preload_content=True, **kw):
+        if not _preload_content:
+            body = json.dumps({"metadata": {"resourceVersion": "1"}, "items": items}).encode()
+            return urllib3.HTTPResponse(body=io.BytesIO(body), status=200, preload_content=False)
         return SimpleNamespace(items=items, metadata=SimpleNamespace(_continue=None, resource_version="1"))
     return fn
 

@@ -488,6 +488,46 @@ def test_real_client_retries_a_503_and_bounds_a_hanging_server(server, monkeypat
     assert "did not answer in time" in kube.api_error(e.value, "reading node slow").message
 
 
+def test_discovery_reads_list_pages_raw_through_the_real_client_and_its_errors_still_raise(server):
+    """Inventory._list_all asks for raw pages (`_preload_content=False`): 2xx bodies are decoded by the suite, a
+    410 on a continue token is still an ApiException (the LIST starts again), a 403 too (named as before), and
+    every connection goes back to the pool."""
+    from types import SimpleNamespace
+
+    from gpuconform import pods
+    from gpuconform.pytest_plugin import inventory
+
+    def pod(name):
+        return {"metadata": {"name": name, "namespace": "t", "creationTimestamp": "2026-12-07T06:00:00Z",
+                             "managedFields": [{"manager": "kubectl-create"}]},
+                "spec": {"nodeName": "gpu-0", "containers": [{"name": "c", "env": [{"name": "A", "value": "b"}]}]},
+                "status": {"phase": "Pending"}}
+    first = {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "7", "continue": "c1"},
+             "items": [pod("p1")]}
+    srv = server({"/api/v1/pods": [(200, first, 0), (410, {"kind": "Status", "code": 410, "reason": "Expired",
+                                                          "message": "The provided continue parameter is too old"}, 0),
+                                   (200, {**first, "metadata": {"resourceVersion": "9", "continue": "c2"}}, 0),
+                                   (200, {"kind": "PodList", "metadata": {"resourceVersion": "9"},
+                                          "items": [pod("p2")]}, 0)],
+                  "/api/v1/nodes": [(403, {"kind": "Status", "code": 403, "reason": "Forbidden",
+                                           "message": 'nodes is forbidden: cannot list resource "nodes"'}, 0)]})
+    cfg = k8s.Configuration()
+    cfg.host, cfg.retries = srv.url, False
+    api = kube.CountingApiClient(cfg, kube.RateLimiter(1000, 1000), request_timeout=2.0)
+    core = k8s.CoreV1Api(api)
+    inv = inventory.Inventory.__new__(inventory.Inventory)
+    inv.cluster = SimpleNamespace(api=api, request_timeout=2.0)
+    out, rv = inv._list_all(core.list_pod_for_all_namespaces, trim=pods.slim)
+    assert srv.hits == ["/api/v1/pods"] * 4 and rv == "9"
+    assert out == [{"metadata": {"name": n, "namespace": "t"}, "spec": {"nodeName": "gpu-0", "containers": [
+        {"name": "c"}]}, "status": {"phase": "Pending"}} for n in ("p1", "p2")]
+    with pytest.raises(ApiException) as e:
+        inv._list_all(core.list_node)
+    assert e.value.status == 403 and kube.api_error(e.value, "listing nodes").code == "ERROR-RBAC"
+    pool = api.rest_client.pool_manager.connection_from_url(srv.url)
+    assert pool.num_connections >= 1 and pool.pool.qsize() == pool.pool.maxsize  # none left checked out
+
+
 # ------------------------------------------------------------------ one way to name a failed call (apierrors.calling)
 
 def test_calling_names_every_failure_of_the_call_inside_and_passes_a_verdict_through():

@@ -11,11 +11,13 @@ advertising nvidia.com/gpu whatever it said.
 from __future__ import annotations
 
 import copy
+import io
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import urllib3
 
 from gpuconform import nodemode, nodes, auditpage
 from gpuconform.config import load
@@ -146,15 +148,21 @@ class Page(SimpleNamespace):
 
 
 def pages(items: list, size: int, rv: str = "7"):
-    """A paginated LIST stand-in: fn(limit=, _continue=, ...) answers `size` items a page."""
+    """A paginated LIST stand-in: fn(limit=, _continue=, ...) answers `size` items a page, as the client does:
+    raw (urllib3's response, body unread) for `_preload_content=False`, else as a model list."""
     calls: list[dict] = []
 
-    def fn(limit=None, _continue=None, _request_timeout=None, **kw):
+    def fn(limit=None, _continue=None, _request_timeout=None, _preload_content=True, **kw):
         calls.append({"continue": _continue, **kw})
         start = int(_continue or 0)
         nxt = start + size
-        return Page(items=items[start:nxt], metadata=SimpleNamespace(
-            _continue=str(nxt) if nxt < len(items) else None, resource_version=rv))
+        cont = str(nxt) if nxt < len(items) else None
+        if not _preload_content:
+            body = {"metadata": {"resourceVersion": rv, **({"continue": cont} if cont else {})},
+                    "items": items[start:nxt]}
+            return urllib3.HTTPResponse(body=io.BytesIO(json.dumps(body).encode()), status=200,
+                                        preload_content=False)
+        return Page(items=items[start:nxt], metadata=SimpleNamespace(_continue=cont, resource_version=rv))
     fn.calls = calls
     return fn
 
