@@ -109,6 +109,11 @@ def test_dispatch_rule():
     assert next_job([("n1", 1)], [("n1", "all")], cap, 16) is None
     assert next_job([("n1", "all"), ("n1", 1)], [("n1", 1)], cap, 16) is None  # a waiting "all" is not overtaken
     assert next_job([("n1", "all"), ("n2", 1)], [("n1", 1)], cap, 16) == 1  # ... but other nodes go on
+    # backfill: a fixed-size job that does not fit yet lets a later one that fits start (two free devices, one
+    # held by the latency check's single samples: the two-device isolation check waits, the one-device record
+    # check takes the idle device); a waiting "all" job still blocks them
+    assert next_job([("n1", 2), ("n1", 1)], [("n1", 1)], {"n1": 2}, 16) == 1
+    assert next_job([("n1", 2), ("n1", "all"), ("n1", 1)], [("n1", 1)], {"n1": 2}, 16) is None
     assert next_job([("n1", 2)], [], {"n1": 0}, 16) == 0  # alone on a busy node: starts (and skips itself)
     assert next_job([("n1", 1)], [("n1", 1)], {"n1": 1}, 16) is None
     # at_end: once nothing else of its node is queued or running; it blocks nobody meanwhile
