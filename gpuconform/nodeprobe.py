@@ -171,14 +171,17 @@ def parse_allocatable(buf: bytes) -> list[dict]:
 
 def call(socket_path: str, method: str, timeout: float) -> bytes:
     """Calls `method` of the kubelet's PodResourcesLister with an empty request; returns the raw response.
-    Raises grpc.RpcError (UNAVAILABLE, UNIMPLEMENTED on kubelets without the method, DEADLINE_EXCEEDED)."""
+    Waits for the socket to accept within `timeout` (wait_for_ready): a kubelet restarting under the probe (its
+    socket refuses for a moment, then it serves again) is read once it is back, not reported unreadable; a
+    kubelet that stays down gives DEADLINE_EXCEEDED after `timeout`. Raises grpc.RpcError (UNIMPLEMENTED on
+    kubelets without the method, DEADLINE_EXCEEDED, UNAVAILABLE)."""
     import grpc  # lazily: the parsers and gpu_functions must import without grpcio
 
     target = "unix://" + os.path.abspath(socket_path)
     with grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", MAX_RESPONSE)]) as channel:
         rpc = channel.unary_unary(f"/{SERVICE}/{method}", request_serializer=lambda _: b"",
                                   response_deserializer=lambda b: b)
-        return rpc(None, timeout=timeout)
+        return rpc(None, timeout=timeout, wait_for_ready=True)
 
 
 def rpc_error(exc: Exception) -> str:
