@@ -21,10 +21,13 @@ from .kubelet_record import _part, assignment_findings
 def slice_findings(node: str, driver: str, slices: list[dict]) -> tuple[list[Finding], dict]:
     """The node's pools of `driver` are present and complete: FAIL-DRA-NO-SLICES when the driver publishes no
     slice (or no device) for the node, FAIL-DRA-POOL-INCOMPLETE when a pool lacks slices of its generation.
-    Returns (findings, evidence)."""
+    Returns (findings, evidence); the evidence names who wrote each of the driver's slices (managedFields
+    managers): a slice names its driver itself, and any writer with create on ResourceSlices can name the GPU
+    driver's, so an auditor sees whose slices were judged (review T3)."""
     mine = pools(driver, slices)
     ev = {"driver": driver, "pools": mine, "other drivers": sorted({(s.get("spec") or {}).get("driver") or "?"
-                                                                     for s in slices} - {driver})}
+                                                                     for s in slices} - {driver}),
+          "written by (managedFields manager)": writers(driver, slices)}
     if not mine:
         return [Finding("FAIL-DRA-NO-SLICES", f"{node}: the GPU DRA driver {driver} publishes no ResourceSlice for "
                         f"this node (slices naming it: {len(slices)})")], ev
@@ -35,6 +38,14 @@ def slice_findings(node: str, driver: str, slices: list[dict]) -> tuple[list[Fin
     if not any(p["devices"] for p in mine.values()):
         return [Finding("FAIL-DRA-NO-SLICES", f"{node}: the ResourceSlices of {driver} list no device")], ev
     return [], ev
+
+
+def writers(driver: str, slices: list[dict]) -> dict[str, list[str]]:
+    """Each slice of `driver`: the managers that wrote it (metadata.managedFields; the kubelet plugin library's
+    client, or whatever else did)."""
+    return {(s.get("metadata") or {}).get("name") or "?": sorted({m.get("manager") or "?" for m in
+                                                                (s.get("metadata") or {}).get("managedFields") or []})
+            for s in slices if (s.get("spec") or {}).get("driver") == driver}
 
 
 def published_topology_findings(node: str, driver: str, slices: list[dict], report: dict) -> tuple[list[Finding], dict]:

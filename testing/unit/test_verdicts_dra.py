@@ -532,3 +532,17 @@ def test_healthy_unknown_or_unreported_devices_pass():
     unknown = {"burst0": health_pod((CDI_ID.format(1), "Unknown")), "burst1": health_pod((CDI_ID.format(2), "Unknown"))}
     ok, ev = verdicts.dra.health_findings("n", DRIVER, verdicts.dra.health_entries(unknown), {}, {})
     assert ok == [] and ev["summary"].startswith("2 Unknown: gpu.nvidia.com reports no device health")
+
+
+def test_the_slice_evidence_names_who_wrote_each_of_the_drivers_slices():
+    from gpuconform.verdicts.dra import slice_findings
+
+    sl = {"metadata": {"name": "n-gpu.nvidia.com-x", "managedFields": [
+              {"manager": "gpu-kubelet-plugin", "operation": "Update"}, {"manager": "kubectl", "operation": "Apply"}]},
+          "spec": {"driver": "gpu.nvidia.com", "nodeName": "n", "pool": {"name": "n", "generation": 1,
+                                                                         "resourceSliceCount": 1},
+                   "devices": [{"name": "gpu-0"}]}}
+    other = {"metadata": {"name": "nic"}, "spec": {"driver": "nic.example.com", "nodeName": "n",
+                                                   "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1}}}
+    _, ev = slice_findings("n", "gpu.nvidia.com", [sl, other])
+    assert ev["written by (managedFields manager)"] == {"n-gpu.nvidia.com-x": ["gpu-kubelet-plugin", "kubectl"]}
