@@ -212,6 +212,9 @@ class Cluster:
     authz: k8s.AuthorizationV1Api
     source: str  # "kubeconfig /path (context x)" | "in-cluster service account"
     request_timeout: float
+    # the RBAC subject the run binds its reads to in each run namespace (preflight.check_permissions), or None
+    # where the identity holds them already
+    run_binding: dict | None = None
 
     def kubelet_get(self, node: str, path: str) -> str:
         """GET /api/v1/nodes/NODE/proxy/PATH (kubelet metrics, configz) as text."""

@@ -103,6 +103,9 @@ POD_HOLD_S = 600
 #: within a round or two instead of a new pod's start and end (about 3 s); it lasts up to RUN_HOLD_DEADLINE_S.
 HEALTH_ROUND_S = 0.5
 
+#: How long a new run namespace's RoleBinding (its pods' logs and events) may take to be honoured.
+BINDING_WAIT_S = 10.0
+
 #: How often a check reads a repeating probe's log while it waits for a new round.
 ROUND_READ_EVERY_S = 0.2
 

@@ -349,6 +349,20 @@ class NodeCheck:
         """A pod's log: its first container's, or `container`'s."""
         return self.run.spaces.pod_log(self._pods[name], name, container=container or self._first[name], tail=tail)
 
+    def plugin_logs(self, tail: int, timestamps: bool = False) -> list[str] | None:
+        """The logs of the node's plugin or driver pods (evidence: which devices it marked unhealthy, and when);
+        None, noted, where they may not be read: the suite reads other namespaces' logs only where an administrator
+        granted it (manifests/rbac-plugin-logs.yaml)."""
+        try:
+            return [self.run.spaces.pod_log(p["metadata"]["namespace"], p["metadata"]["name"], tail=tail,
+                                            timestamps=timestamps) for p in self.plugin().pods]
+        except EnvironmentProblem as e:
+            if e.code != "ERROR-RBAC":
+                raise
+            self.note("plugin log", f"not readable: {e.message} (manifests/rbac-plugin-logs.yaml grants it in the "
+                      "plugin's namespace)")
+            return None
+
     def pod_state(self, name: str) -> dict | None:
         """The pod as the run's pod watch last saw it."""
         return self.run.spaces.pod_watch(self._pods[name]).get(name)

@@ -76,8 +76,7 @@ class DevicePluginPath:
         c.note("expectation", {"pool": exp.describe(), **exp.__dict__})
         logs = None
         if verdicts.unhealthy_ids_needed(node, exp):  # the plugin log names the Unhealthy devices
-            logs = [c.run.spaces.pod_log(p["metadata"]["namespace"], p["metadata"]["name"], tail=500)
-                    for p in c.plugin().pods]
+            logs = c.plugin_logs(tail=500)
         cap, alloc = counts.advertised(node, exp.resource)
         for k, v in (("expected", exp.advertised), ("capacity", cap), ("allocatable", alloc)):
             c.record(k, v)
@@ -126,8 +125,7 @@ class DevicePluginPath:
         """For each device that went out of service: when the plugin marked it unhealthy (its log), and the
         kubelet's writes that carry it (the node status; the holding pod's allocatedResourcesStatus)."""
         c = self.check
-        log = "\n".join(c.run.spaces.pod_log(p["metadata"]["namespace"], p["metadata"]["name"], tail=5000,
-                                             timestamps=True) for p in c.plugin().pods)
+        log = "\n".join(c.plugin_logs(tail=5000, timestamps=True) or [])
         node = c.node_object()
         status = (healthtimes.status_written(node, "f:allocatable"), "the kubelet's last write of the node's status "
                   "(allocatable; managedFields)")

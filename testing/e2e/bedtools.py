@@ -66,12 +66,25 @@ def shipped_cluster_roles() -> list[dict]:
     return roles
 
 
+# Shipped ClusterRoles that rbac.yaml does not bind cluster-wide: gpuconform-run, which the suite binds to itself in
+# each run namespace (the copy of the main role may bind it by this name only), and the optional plugin-log read,
+# bound per plugin namespace (manifests/rbac-plugin-logs.yaml).
+RUN_ROLE, PLUGIN_LOGS_ROLE = "gpuconform-run", "gpuconform-plugin-logs"
+
+
 def identity_objects(ns: str, sa: str) -> list[dict]:
     """A namespace and ServiceAccount with copies of the shipped ClusterRoles (renamed after the account, so
-    tests never touch an installed copy) bound to it. Apply; delete the same list afterwards."""
+    tests never touch an installed copy) bound to it, as rbac.yaml binds them: gpuconform-run as shipped and not
+    bound (the suite binds it in its run namespaces), the plugin-log read left out. Apply; delete the same list
+    afterwards."""
     objs: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
                         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}}]
     for role in shipped_cluster_roles():
+        if role["metadata"]["name"] == RUN_ROLE:
+            objs.append(role)
+            continue
+        if role["metadata"]["name"] == PLUGIN_LOGS_ROLE:
+            continue
         name = f"{sa}-{role['metadata']['name']}"
         objs.append({**role, "metadata": {"name": name}})
         objs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",

@@ -296,6 +296,31 @@ def test_a_node_probe_image_the_policy_does_not_list_is_not_checked_not_errored(
     assert found is not None and found.code == "NOTCHECKED-OPTIONAL" and "rootImages" in found.message, out.stderr
 
 
+def test_the_token_reads_logs_and_events_only_in_the_run_namespaces_it_bound(sa):
+    """Review P7: no cluster-wide pods/log or events. The ServiceAccount binds gpuconform-run to itself in its run
+    namespace (as the suite does: namespaces.run_binding), which the policy admits; it then reads logs and events
+    there and nowhere else, and may not bind another role."""
+    from gpuconform.pytest_plugin.namespaces import run_binding
+
+    me = {"kind": "ServiceAccount", "name": "gpuconform", "namespace": NS}
+    out = as_sa(sa, "create", "-f", "-", obj=run_binding(MAIN, RUN, me))
+    assert out.returncode == 0, f"the suite's own binding was refused: {out.stderr}"
+    deadline = time.monotonic() + 10
+    while as_sa(sa, "auth", "can-i", "get", "pods", "--subresource=log", "-n", MAIN).stdout.strip() != "yes":
+        assert time.monotonic() < deadline, "the binding was not honoured within 10 s"
+        time.sleep(0.2)
+    assert as_sa(sa, "auth", "can-i", "list", "events", "-n", MAIN).stdout.strip() == "yes"
+    for ns in ("kube-system", "nvidia-device-plugin", "default"):
+        for verb in (("get", "pods", "--subresource=log"), ("list", "events")):  # "no" or "no - <why>"
+            answer = as_sa(sa, "auth", "can-i", *verb, "-n", ns).stdout.strip()
+            assert answer.split()[0] == "no", (ns, verb, answer)
+    admin = {**run_binding(MAIN, RUN, me), "metadata": {**run_binding(MAIN, RUN, me)["metadata"], "name": "x"},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}}
+    out = as_sa(sa, "create", "--dry-run=server", "-f", "-", obj=admin)
+    # refused: by the policy, or by RBAC's escalation check (bind is granted for gpuconform-run by name only)
+    assert out.returncode != 0 and (REFUSED in out.stderr or "permissions not currently held" in out.stderr), out.stderr
+
+
 def test_admin_access_only_in_a_dry_run(sa):
     """P3: a ResourceClaim asking DRA admin access is admitted as the suite's own server-side dry run (its
     admin-access trial) and refused by the policy when it would be stored. The run namespace is labelled

@@ -235,7 +235,7 @@ def test_manifests_are_plain_least_privilege_and_restricted(tmp_path):
     """Static: what the pre-flight requires is exactly what the required ClusterRole grants; the optional
     nodes/proxy is apart; the runner namespace enforces restricted and is not a sweepable run namespace; the
     shipped config is valid."""
-    from gpuconform.pytest_plugin.preflight import OPTIONAL, REQUIRED
+    from gpuconform.pytest_plugin.preflight import OPTIONAL, REQUIRED, RUN_READS, RUN_ROLE, SELF_BIND
     from gpuconform import config
 
     objs = manifests()
@@ -248,6 +248,15 @@ def test_manifests_are_plain_least_privilege_and_restricted(tmp_path):
                 for res in r["resources"]}
 
     required = {(verb, group, f"{res}/{sub}" if sub else res) for verb, group, res, sub, _ in REQUIRED}
+    # its reads of its own pods' logs and events: bound by the suite to itself, in its run namespaces only
+    required |= {(verb, group, res) for verb, group, res, _, _ in SELF_BIND}
+    bind = [r for r in find(objs, "ClusterRole", "gpuconform")["rules"] if "bind" in r["verbs"]]
+    assert bind == [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["bind"],
+                     "resourceNames": [RUN_ROLE]}]
+    assert grants(find(objs, "ClusterRole", RUN_ROLE)) == {(verb, group, f"{res}/{sub}" if sub else res)
+                                                           for verb, group, res, sub in RUN_READS}
+    assert not [o for o in objs if o["kind"] in ("ClusterRoleBinding", "RoleBinding")
+                and o["roleRef"]["name"] == RUN_ROLE], "gpuconform-run is bound by the suite, in its namespaces only"
     # the optional read-only LISTs (resourceslices, ...) sit in the main role; the optional nodes/proxy apart
     optional = {name: (verb, group, f"{res}/{sub}" if sub else res)
                 for name, (verb, group, res, sub, _) in OPTIONAL.items()}

@@ -19,11 +19,13 @@ import pytest
 import yaml
 
 from gpuconform import config as gconfig, pods
+from gpuconform.pytest_plugin.namespaces import run_binding
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_FILE = ROOT / "manifests" / "rbac-policy.yaml"
 SA = "system:serviceaccount:gpuconform-system:gpuconform"
 RUN = "20261204-101010-a1b2c3"
+SA_SUBJECT = {"kind": "ServiceAccount", "name": "gpuconform", "namespace": "gpuconform-system"}
 
 
 def shipped() -> tuple[dict, dict]:
@@ -286,6 +288,21 @@ MISUSES: list[tuple[str, dict, str, str]] = [
      request("CREATE", "pods", root_reader(BED_PROBE_IMAGE), ns=NODE,
              param=params(**{**BED_PARAMS, "rootImages": ""})),
      "only with an image named by digest", "rootImages"),
+    ("P7: binding cluster-admin in its run namespace",
+     request("CREATE", "rolebindings", {**run_binding(MAIN["metadata"]["name"], RUN, SA_SUBJECT), "roleRef": {
+         "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}}, ns=MAIN),
+     "binds only the ClusterRole gpuconform-run", "roleRef"),
+    ("P7: binding its reads to another ServiceAccount",
+     request("CREATE", "rolebindings", run_binding(MAIN["metadata"]["name"], RUN, {
+         "kind": "ServiceAccount", "name": "default", "namespace": "kube-system"}), ns=MAIN),
+     "binds only the ClusterRole gpuconform-run", "subjects"),
+    ("P7: binding its reads to itself and a group",
+     request("CREATE", "rolebindings", {**run_binding(MAIN["metadata"]["name"], RUN, SA_SUBJECT), "subjects": [
+         SA_SUBJECT, {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:authenticated"}]},
+             ns=MAIN), "binds only the ClusterRole gpuconform-run", "size(object.subjects)"),
+    ("P7: binding its reads in another team's namespace",
+     request("CREATE", "rolebindings", run_binding("kube-system", RUN, SA_SUBJECT), ns=KUBE_SYSTEM),
+     "only its run namespaces", "gpuconform.dev/run"),
     ("P2: sysfs mounted without recursiveReadOnly",
      request("CREATE", "pods", host_path_pod(NODE, "/var/lib/gpu-sim/sys", recursive=None, root=True), ns=NODE),
      "host paths read-only", "recursiveReadOnly"),
@@ -402,6 +419,10 @@ def allowed_requests() -> list[tuple[str, dict]]:
                "CREATE", "resourceclaims", pods.claim("shared-gpu-node-dra", MAIN["metadata"]["name"], RUN,
                                                       "gpu.nvidia.com", 1), ns=MAIN)),
            ("heartbeat patch of a scheduled run-long pod", request("UPDATE", "pods", beat_pod, held, ns=MAIN)),
+           ("its reads bound to itself in the run namespace", request(
+               "CREATE", "rolebindings", run_binding(MAIN["metadata"]["name"], RUN, SA_SUBJECT), ns=MAIN)),
+           ("its reads bound to itself in the -node namespace", request(
+               "CREATE", "rolebindings", run_binding(NODE["metadata"]["name"], RUN, SA_SUBJECT), ns=NODE)),
            ("the kubelet's metrics through the node proxy", request(
                "CONNECT", "nodes", {"kind": "NodeProxyOptions", "path": "/metrics"}, sub="proxy")),
            ("the kubelet's configz through the node proxy", request(
