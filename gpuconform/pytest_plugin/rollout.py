@@ -310,11 +310,12 @@ class Rehearsal:
 
     @staticmethod
     def pending_s(pod: dict) -> float | None:
-        """Creation to the container's start, from the pod's own timestamps (latency.pod_times)."""
+        """Creation to the container's start, from the pod's own timestamps (latency.pod_times): the API server's
+        clock to the node's, so a node clock behind the server's gives a negative figure, shown as it is, never
+        clamped (the latency check names such skew: ERROR-CLOCK-SKEW)."""
         if not (pod.get("metadata") or {}).get("creationTimestamp"):
             return None
-        start = latency.pod_times(pod, []).phase("start")
-        return None if start is None else max(start, 0.0)
+        return latency.pod_times(pod, []).phase("start")
 
     def held(self, name: str) -> Held:
         c = self.c
