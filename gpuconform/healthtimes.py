@@ -43,11 +43,12 @@ def plugin_marked(device: str, log: str) -> tuple[datetime | None, str]:
     return None, ""
 
 
-def status_written(obj: dict, owned: str) -> datetime | None:
-    """When the API server stored the last write of `obj`'s status field `owned` (e.g. "f:allocatable",
-    "f:containerStatuses"), from its managedFields."""
+def status_written(obj: dict, *owned: str) -> datetime | None:
+    """When the API server stored the last write of `obj`'s status fields `owned` (any of them: "f:allocatable",
+    "f:containerStatuses", ...), from the managedFields entries that own one (the API server's clock); None when
+    not recorded."""
     times = [parse_time(m.get("time")) for m in (obj.get("metadata") or {}).get("managedFields") or []
-             if owned in ((m.get("fieldsV1") or {}).get("f:status") or {})]
+             if set(owned) & set((m.get("fieldsV1") or {}).get("f:status") or {})]
     return max((t for t in times if t), default=None)
 
 

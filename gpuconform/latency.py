@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from . import healthtimes
+
 
 def ts(value: str | datetime | None) -> float | None:
     if value is None:
@@ -125,13 +127,7 @@ def pod_times(pod: dict, events: list[dict]) -> PodTimes:
 def status_written(pod: dict) -> float | None:
     """When the API server stored the last write of the pod's container statuses (the managedFields entry that
     owns `status.containerStatuses`: the kubelet's, or kwok's; server clock): None when not recorded."""
-    best = None
-    for m in (pod.get("metadata") or {}).get("managedFields") or []:
-        owns = ((m.get("fieldsV1") or {}).get("f:status") or {})
-        if m.get("time") and ("f:containerStatuses" in owns or "f:initContainerStatuses" in owns):
-            t = ts(m["time"])
-            best = t if best is None or (t is not None and t > best) else best
-    return best
+    return ts(healthtimes.status_written(pod, "f:containerStatuses", "f:initContainerStatuses"))
 
 
 @dataclass(frozen=True)
