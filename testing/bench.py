@@ -535,6 +535,9 @@ def scale(n: int, keep: Path | None = None, per: int = 40) -> int:
             wait_gone(run_id)
             requests = dispatched() - before
             summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+            # the headline figures now: the clean-up of 40,000 pods can take many minutes (or be cut short)
+            print(f"  suite: exit {rc}, wall {wall:.1f} s, peak RSS {rss:.0f} MiB, {requests:.0f} API requests "
+                  "(the full table follows the clean-up)", flush=True)
         except KeyboardInterrupt:
             interrupted = True
         finally:
