@@ -424,9 +424,14 @@ DEVICE_PLUGIN_TABLE = (
         # error (UnexpectedAdmissionError, or TopologyAffinityError for a pod admitted before the plugin has
         # re-registered: the device manager has no devices to give hints for), or a log read through the kubelet
         # failing while it is down (ERROR-API); the registration check, run last on the node, names the cause.
+        # The record check's node probe that meets the restart reads the kubelet as it comes back: its PodResources
+        # List may not yet hold a running GPU pod (FAIL-KUBELET-RECORD-MISMATCH, seen in a clean-clone CI run once
+        # the scheduler's backfill moved that check into the restart's window), or, before the probe waited for
+        # the socket, it was refused (NOTCHECKED-OPTIONAL).
         expect=Expect({"test_kubelet_counts_the_plugin_registration": "FAIL-F11-REGISTRATION-UNSTABLE"},
                       {BUSY, "FAIL-F02-CAPACITY-ZERO", "FAIL-F03-UNHEALTHY-DEVICES", "FAIL-F05-UNEXPECTED-ADMISSION",
-                       "FAIL-F07-NOT-SCHEDULABLE", "FAIL-F06-TOPOLOGY-AFFINITY", "ERROR-TIMEOUT", "ERROR-API"})),
+                       "FAIL-F07-NOT-SCHEDULABLE", "FAIL-F06-TOPOLOGY-AFFINITY", "ERROR-TIMEOUT", "ERROR-API",
+                       "FAIL-KUBELET-RECORD-MISMATCH", "NOTCHECKED-OPTIONAL"})),
     # on other shapes
     _dp("ts-shared-device", "isolation", "time-slicing node (4 replicas per GPU): Allocate injects GPU 0 into every "
         "container, so more pods share GPU 0 than it has replicas",
