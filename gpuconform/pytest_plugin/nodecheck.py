@@ -353,15 +353,15 @@ class NodeCheck:
         """The logs of the node's plugin or driver pods (evidence: which devices it marked unhealthy, and when);
         None, noted, where they may not be read: the suite reads other namespaces' logs only where an administrator
         granted it (manifests/rbac-plugin-logs.yaml)."""
-        try:
-            return [self.run.spaces.pod_log(p["metadata"]["namespace"], p["metadata"]["name"], tail=tail,
-                                            timestamps=timestamps) for p in self.plugin().pods]
-        except EnvironmentProblem as e:
-            if e.code != "ERROR-RBAC":
-                raise
-            self.note("plugin log", f"not readable: {e.message} (manifests/rbac-plugin-logs.yaml grants it in the "
-                      "plugin's namespace)")
+        pods_ = self.plugin().pods
+        logs = [self.run.spaces.readable_log(p["metadata"]["namespace"], p["metadata"]["name"], tail, timestamps)
+                for p in pods_]
+        if None in logs:
+            self.note("plugin log", "not readable: " + ", ".join(
+                f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p, t in zip(pods_, logs) if t is None)
+                + " (manifests/rbac-plugin-logs.yaml grants it in the plugin's namespace)")
             return None
+        return logs  # type: ignore[return-value]
 
     def pod_state(self, name: str) -> dict | None:
         """The pod as the run's pod watch last saw it."""

@@ -50,3 +50,18 @@ def test_neither_the_reads_nor_the_binding_is_one_missing_permission(monkeypatch
     with pytest.raises(EnvironmentProblem) as e:
         preflight.check_permissions(Cluster())
     assert e.value.code == "ERROR-RBAC" and "bind clusterrole gpuconform-run" in e.value.message
+
+
+def test_a_log_the_identity_may_not_read_is_none_other_errors_raise():
+    from gpuconform.pytest_plugin.namespaces import Namespaces
+
+    class Logs:
+        def __init__(self, code):
+            self.code = code
+
+        def pod_log(self, *a, **kw):
+            raise EnvironmentProblem(self.code, "pods/log forbidden" if self.code == "ERROR-RBAC" else "down")
+
+    assert Namespaces(Logs("ERROR-RBAC"), "r1").readable_log("nvidia-device-plugin", "p") is None
+    with pytest.raises(EnvironmentProblem):
+        Namespaces(Logs("ERROR-API"), "r1").readable_log("nvidia-device-plugin", "p")
