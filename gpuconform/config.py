@@ -435,6 +435,11 @@ SECTIONS: dict[str, str] = {
     "operator": "GPU operator: where its validator pods run. Empty namespace = no operator, and its check is "
                 "deselected.",
     "topology": "What each GPU node's kubelet is expected to run (read from its configz); `any` = not compared.",
+    "kubelet": "How the kubelet's /metrics and /configz are read (gpuconform/kubeletroute.py): on each kubelet's own "
+               "port as `get nodes/metrics` and `get nodes/configz` (manifests/rbac.yaml), the kubelet's serving "
+               "certificate verified before the run's credentials are sent; or, where a kubelet cannot be reached "
+               "or verified, through the API server's node proxy (`get nodes/proxy`, manifests/rbac-nodes-proxy.yaml: "
+               "a fallback, since that grant is also exec into any pod of the node).",
     "images": "The test pods' images: mirror them for an air-gapped cluster.",
     "thresholds": "Latency thresholds; every violation is reported.",
     "burst": "The latency check: single pods one after another, then a burst of pods at once.",
@@ -607,6 +612,15 @@ FIELDS: tuple[Field, ...] = (
     Field("nodeProbe.sysfsPath", SYSFS_PATH, "/sys",
           "the host directory whose bus/pci/devices the node probe counts the vendor's GPU PCI functions in "
           "(mounted read-only, recursively where the runtime can)"),
+    Field("kubelet.access", Enum(choices=("auto", "direct", "proxy")), "auto",
+          "`auto`: each kubelet's own port, and the node proxy where that kubelet cannot be reached or verified and "
+          "nodes/proxy is granted; `direct`: the kubelet's port only; `proxy`: the node proxy only (a runner with no "
+          "network path to the nodes' kubelet port)"),
+    Field("kubelet.caFile", Str(name="file path", rule="must be empty or the path of a readable file (PEM CA bundle)",
+                                test=lambda v: os.path.isfile(v) and os.access(v, os.R_OK)), "",
+          "the CA bundle the kubelets' serving certificates are verified against; empty = the CA the API server is "
+          "trusted with (the kubeconfig's, or the service account's ca.crt), which signs serving certificates "
+          "issued through serverTLSBootstrap. A kubelet whose certificate does not verify is not read directly"),
     Field("keepNamespaceOnFailure", Bool(), False,
           "keep a failed check's pods and the run's namespace for inspection (delete them later with "
           "`make cleanup`)"),

@@ -17,6 +17,7 @@ timeout, and never retried past a terminal state.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 import os
@@ -221,6 +222,31 @@ class Cluster:
         # Raw body: the generated client would parse JSON (configz) and hand back its Python repr.
         resp = self.core.connect_get_node_proxy_with_path(node, path, _request_timeout=self.request_timeout,
                                                           _preload_content=False)
+        return resp.data.decode("utf-8", errors="replace")
+
+    def kubelet_client(self, ca_file: str | None) -> "CountingApiClient":
+        """A client for kubelets' own port (gpuconform/kubeletroute.py): the run's credentials (its token or client
+        certificate), sent only after the kubelet's serving certificate verified against `ca_file` (None: the CA
+        the API server is trusted with) and matched the address. Two attempts per read (a pooled connection the
+        kubelet dropped as it restarted), no more: a kubelet that cannot be read directly is read through the node
+        proxy instead where that is granted."""
+        cfg = copy.deepcopy(self.api.configuration)
+        if ca_file:
+            cfg.ssl_ca_cert, cfg.ca_cert_data = ca_file, None
+        cfg.verify_ssl, cfg.tls_server_name = True, None
+        cfg.assert_hostname = None  # the default: the certificate must name the address connected to
+        return CountingApiClient(cfg, self.api.limiter, self.request_timeout, attempts=2)
+
+    def kubelet_direct(self, client: "CountingApiClient", url: str, connect_s: float) -> str:
+        """GET `url` on a kubelet's own port as text (raises the client's errors unclassified: the caller says
+        why the kubelet was not read, gpuconform/kubeletroute.py failure)."""
+        headers = {"Accept": "text/plain, application/json"}
+        # refreshed where the source does (in-cluster, exec); the kubeconfig loader keys it "BearerToken" in the client this pins, "authorization" in older ones
+        token = client.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if token:
+            headers["Authorization"] = token
+        resp = client.call_api("GET", url, headers, _request_timeout=(connect_s, self.request_timeout))
+        resp.read()
         return resp.data.decode("utf-8", errors="replace")
 
     def pod_log(self, namespace: str, name: str, container: str | None = None, tail: int | None = None,

@@ -144,7 +144,8 @@ _R = [
     Reason("ERROR-TIMEOUT", "ENV-TIMEOUT", "timed out waiting without a terminal state",
            "The cluster is slow or stuck; raise timeouts.* only after reading the last state shown."),
     Reason("NOTCHECKED-OPTIONAL", "ENV-NOT-CHECKED", "check needs an optional permission or probe that is disabled",
-           "Grant nodes/proxy (metrics, configz) or enable the node probe to cover this check."),
+           "Grant nodes/metrics and nodes/configz (manifests/rbac.yaml; the kubelets' port reachable from the runner, "
+           "their serving certificates signed by kubelet.caFile) or enable the node probe to cover this check."),
     Reason("ERROR-OPERATOR-NOT-READY", "ENV-OPERATOR-NOT-READY", "the GPU operator's validation has not passed on this node",
            "Results on this node are not meaningful until the operator's validator pod is Ready: read its init "
            "container logs (driver, toolkit, cuda, plugin validation) in the operator namespace."),

@@ -73,6 +73,11 @@ API_CALL_DEADLINE_FACTOR = 2.0
 #: controller finishes it server-side).
 API_MIN_ATTEMPT_S = 1.0
 
+#: Connecting to a kubelet's own port (gpuconform/kubeletroute.py): a node whose port the runner cannot reach costs
+#: this once per kubelet path and run, then its kubelet is read through the node proxy where granted. Its read gets
+#: `timeouts.apiRequest`.
+KUBELET_CONNECT_S = 3.0
+
 # ------------------------------------------------------------------ test pods (gpuconform/pods.py)
 
 #: activeDeadlineSeconds of a test pod when its caller gives none: a SIGKILLed runner still frees the GPUs.

@@ -161,11 +161,21 @@ class NodeCheck:
     def granted(self, permission: str) -> bool:
         return self.run.optional.get(permission, False)
 
-    def kubelet_config(self) -> dict | None:
-        return self.run.kubelet.config(self.node)
+    def kubelet_config(self, required: bool = False) -> dict | None:
+        """The kubelet's configz (None where it cannot be read; NOTCHECKED-OPTIONAL saying why when `required`)."""
+        return self._kubelet("configz", self.run.kubelet.config(self.node), required)
 
-    def kubelet_metrics(self) -> list | None:
-        return self.run.kubelet.metrics(self.node)
+    def kubelet_metrics(self, required: bool = False) -> list | None:
+        """The kubelet's /metrics samples (None where they cannot be read; NOTCHECKED-OPTIONAL saying why when
+        `required`)."""
+        return self._kubelet("metrics", self.run.kubelet.metrics(self.node), required)
+
+    def _kubelet(self, path: str, got: Any, required: bool) -> Any:
+        how = self.run.kubelet.how_read(self.node, path)
+        self.note(f"kubelet {path}", how)  # how it was read (the kubelet's port, the node proxy) or why not
+        if required:
+            self.needs(got is not None, f"kubelet {path} not checked: {how.removeprefix('not read: ')}")
+        return got
 
     # ------------------------------------------------------------ outcomes (raise or return)
 

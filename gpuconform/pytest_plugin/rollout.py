@@ -135,7 +135,7 @@ class Rehearsal:
         return [p for p in self.c.pods_on_node() if controller_of(p).get("uid") == uid]
 
     def kubelet_started(self) -> float | None:
-        """The kubelet's process start time from its /metrics (None without the nodes/proxy grant): read before
+        """The kubelet's process start time from its /metrics (None where the kubelet cannot be read): read before
         and after the rollout, it tells whether the kubelet restarted meanwhile."""
         samples = self.c.run.kubelet.metrics(self.c.node)
         return None if samples is None else verdicts.kubelet_started(samples)

@@ -40,7 +40,7 @@ def latency_summary(node: str, times: list[latency.PodTimes], alloc: metrics.His
             s = latency.summarize(vals)
             out[ph] = {"n": s.n, "p50": s.p50, "p95": s.p95, "p99": s.p99, "max": s.max, "note": s.note}
     if not kubelet_read:
-        out["allocate"] = "not checked (nodes/proxy not granted)"
+        out["allocate"] = "not checked (the kubelet's metrics not read: see the check's evidence)"
     elif alloc and alloc.count > 0:
         out["allocate"] = {"n": int(alloc.count), "mean_s": alloc.sum / alloc.count,
                            "p99_bucket_le_s": alloc.quantile_upper_bound(0.99), "step": step}

@@ -76,7 +76,7 @@ class Rollout:
     seen: bool = True  # observe: the DaemonSet's generation changed within rollout.timeout
     timed_out: bool = False  # the node had not settled within rollout.timeout
     # the kubelet's process start time (its /metrics) before the rollout and after it passed the node; None: not
-    # read (no nodes/proxy grant, or not exported)
+    # read (the kubelet not readable, or not exported)
     kubelet_started: tuple[float | None, float | None] = (None, None)
 
     # after the rollout: each held pod's devices as the node's allocation record names them (the kubelet's

@@ -105,7 +105,7 @@ def admission_errors_delta(before: list | None, after: list | None) -> dict:
     b = metrics.value(before, ADMISSION_ERRORS) if before is not None else None
     a = metrics.value(after, ADMISSION_ERRORS) if after is not None else None
     if a is None:
-        return {"topology manager admission errors during the run": "not read (nodes/proxy not granted, or the "
+        return {"topology manager admission errors during the run": "not read (the kubelet's metrics not readable, or the "
                                                                      "kubelet does not export it)"}
     since_start = b is not None and a >= b  # else the kubelet restarted during the run and reset the counter
     return {"topology manager admission errors during the run": int(a - b if since_start else a),

@@ -388,3 +388,38 @@ def test_the_node_proxy_reaches_only_the_kubelets_metrics_and_configz(sa):
             assert out.returncode != 0 and REFUSED in out.stderr, f"{path}: {out.returncode} {out.stderr[:300]}"
     finally:
         kubectl("delete", "-f", "-", "--ignore-not-found", input=as_list(grant), check=False)
+
+
+def test_the_kubelets_metrics_and_configz_are_read_on_their_port_without_nodes_proxy(sa, tmp_path):
+    """Issue 29 item 2: with the shipped grants alone (nodes/metrics, nodes/configz; no nodes/proxy), the suite's
+    kubelet reader reads the real node's kubelet on its own port as the ServiceAccount, the kubelet's serving
+    certificate verified against the API server's CA; those grants reach no other kubelet path (the pod list is
+    refused by the kubelet), and with a CA that did not sign the kubelets' certificates nothing is read."""
+    from kubernetes.client import ApiException
+
+    from gpuconform import kube
+    from gpuconform.pytest_plugin import preflight
+    from gpuconform.pytest_plugin.kubelet import Kubelet
+
+    os.environ.pop("KUBECONFIG", None)  # the SA's kubeconfig below, never the admin's
+    cluster = kube.connect(str(sa), None, 50, 100, 10.0)
+    granted = {name: preflight.can(cluster, verb, group, res, sub, None)
+               for name, (verb, group, res, sub, _) in preflight.OPTIONAL.items() if name.startswith("nodes/")}
+    assert granted == {"nodes/metrics": True, "nodes/configz": True, "nodes/proxy": False}
+    nodes = {GPU_NODE: json.loads(kubectl("get", "node", GPU_NODE, "-o", "json"))}
+    k = Kubelet(cluster, granted, "auto", "", node=nodes.get)
+    for n in nodes:
+        assert "kubelet_" in (k.get(n, "metrics") or ""), k.how_read(n, "metrics")
+        assert k.how_read(n, "metrics").startswith("on the kubelet's port, https://"), k.how_read(n, "metrics")
+        assert "kubeletconfig" in (k.get(n, "configz") or ""), k.how_read(n, "configz")
+    url = k.read_as[(GPU_NODE, "metrics")].split(", ", 1)[1].split(" ", 1)[0]
+    with pytest.raises(ApiException) as refused:
+        cluster.kubelet_direct(k.client(), f"{url}/pods", 3.0)
+    assert refused.value.status == 403, refused.value
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=other",
+                    "-keyout", str(tmp_path / "other.key"), "-out", str(tmp_path / "other.crt")],
+                   check=True, capture_output=True)
+    other = Kubelet(cluster, granted, "auto", str(tmp_path / "other.crt"), node=nodes.get)
+    assert other.get(GPU_NODE, "metrics") is None
+    assert "did not verify against kubelet.caFile" in other.how_read(GPU_NODE, "metrics")
+

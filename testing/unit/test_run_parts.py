@@ -127,7 +127,7 @@ class TrailingRun:
         self.reads, self.lag, self.period = 0, lag, period
         self.cfg, self.run_id = config.load(None, environ={}), "r1"
         self.inventory = SimpleNamespace(refresh_node=self.refresh_node)
-        self.kubelet = SimpleNamespace(config=self.kubelet_config)
+        self.kubelet = SimpleNamespace(config=self.kubelet_config, how_read=lambda node, path: "read")
 
     def refresh_node(self, name):
         self.reads += 1

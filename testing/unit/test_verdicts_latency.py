@@ -85,5 +85,5 @@ def test_summary_and_properties_of_a_check():
                                                             "allocate_p99_bucket_le_s": 0.005})
     unread = verdicts.latency_summary("gpu-a", [], None, kubelet_read=False)
     assert unread == {"node": "gpu-a", "path": "device-plugin", "pods": [],
-                      "allocate": "not checked (nodes/proxy not granted)"}
+                      "allocate": "not checked (the kubelet's metrics not read: see the check's evidence)"}
     assert verdicts.latency_properties(unread) == {}

@@ -72,7 +72,7 @@ def test_gpu_access_held_through_the_run_survives_to_its_end(check):
     done, must see what the first saw (access is lost when the runtime's device cgroup rules are reset, e.g. by
     a systemd daemon-reload). On a node with a single free device it is not checked: holding that device for
     the run would leave the other checks none. Also records how many pods the topology manager rejected on the
-    node during the run (kubelet metrics, where nodes/proxy is granted): evidence, not a verdict."""
+    node during the run (kubelet metrics, where they can be read): evidence, not a verdict."""
     check.needs_nvidia_tooling("device visibility from nvidia-smi")
     check.needs(check.gpu.free != 1, "the node has one free device: holding it through the run would leave the "
                                      "other checks none")

@@ -37,8 +37,7 @@ def test_kubelet_counts_the_plugin_registration(check):
     re-registration means a plugin or kubelet restart. On a DRA node: the kubelet's plugin manager holds the
     driver's registration socket as registered (plugin_manager_total_plugins, state actual_state_of_world), and
     the kubelet did not restart during the run."""
-    check.needs(check.granted("nodes/proxy"), "nodes/proxy not granted: kubelet metrics not checked")
-    check.path.registration(check.kubelet_metrics())
+    check.path.registration(check.kubelet_metrics(required=True))
 
 
 @pytest.mark.node_probe

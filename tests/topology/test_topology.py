@@ -8,8 +8,7 @@ from gpuconform import verdicts
 def test_kubelet_topology_and_cpu_manager_policies_are_as_expected(check):
     """MUST: the kubelet's topologyManagerPolicy (and scope) and cpuManagerPolicy, read from its configz,
     equal the expected ones."""
-    check.needs(check.granted("nodes/proxy"), "nodes/proxy not granted: kubelet configz not checked")
-    got = verdicts.kubelet_policies(check.kubelet_config())
+    got = verdicts.kubelet_policies(check.kubelet_config(required=True))
     check.note("configz", got)
     check.hand_over(verdicts.policy_findings(check.node, got, verdicts.expected_policies(check.cfg.get("topology"))))
 
