@@ -310,6 +310,11 @@ def test_job_runs_the_suite_in_cluster_and_its_reports_can_be_fetched(suite_imag
     assert any(r["check"] == "test_plugin_socket_exists_in_device_plugins_dir" for r in summary["results"]), \
         "the privileged node probe should run in-cluster too (in its own privileged run namespace)"
     assert summary["optional_permissions"] == {name: True for name in OPTIONAL}
+    # from a pod, the kubelet is read on its own port (issue 29 item 2), nodes/proxy granted but not needed
+    reads = summary["kubelet_reads"]["gpu-node-0"]
+    assert all(how.startswith("on the kubelet's port, https://") and "the API server's CA" in how
+               for how in reads.values()) and set(reads) == {"metrics", "configz"}, reads
+    assert summary["kubelet_requests"] >= 2, summary["kubelet_requests"]
     html = (out / "report.html").read_text()
     assert len(html) > 10_000 and "<html" in html.lower()
     assert (out / "junit.xml").read_text().lstrip().startswith("<?xml")
