@@ -208,14 +208,18 @@ class CountingApiClient(k8s.ApiClient):
 class Cluster:
     api: CountingApiClient
     core: k8s.CoreV1Api
-    batch: k8s.BatchV1Api
-    apps: k8s.AppsV1Api
     authz: k8s.AuthorizationV1Api
     source: str  # "kubeconfig /path (context x)" | "in-cluster service account"
     request_timeout: float
     # the RBAC subject the run binds its reads to in each run namespace (preflight.check_permissions), or None
     # where the identity holds them already
     run_binding: dict | None = None
+
+    @property
+    def apps(self) -> k8s.AppsV1Api:
+        """DaemonSets (the rollout rehearsal only): built on first use, since importing an API group's client builds
+        its models (about 0.25 s for apps/v1) and most runs never read one."""
+        return k8s.AppsV1Api(self.api)
 
     def kubelet_get(self, node: str, path: str) -> str:
         """GET /api/v1/nodes/NODE/proxy/PATH (kubelet metrics, configz) as text."""
@@ -303,7 +307,7 @@ def connect(kubeconfig: str | None, context: str | None, qps: float, burst: int,
     # and its errors reach should_retry unwrapped.
     cfg.retries = False
     api = CountingApiClient(cfg, RateLimiter(qps, burst), request_timeout)
-    return Cluster(api, k8s.CoreV1Api(api), k8s.BatchV1Api(api), k8s.AppsV1Api(api), k8s.AuthorizationV1Api(api),
+    return Cluster(api, k8s.CoreV1Api(api), k8s.AuthorizationV1Api(api),
                    source, request_timeout)
 
 

@@ -9,6 +9,7 @@ Pod Security context unless it is the optional privileged node probe.
 from __future__ import annotations
 
 import copy
+import math
 import sys
 from typing import Any
 
@@ -21,6 +22,10 @@ PART_OF = "app.kubernetes.io/part-of"
 SUITE = "gpuconform"
 RUN_LABEL = "gpuconform.dev/run"
 CHECK_LABEL = "gpuconform.dev/check"
+# how many devices the pod holds of its own (its extended-resource request, or the count of the claim made for it
+# alone); absent on pods holding none or sharing a named claim. Read back by the run's pod timeline, for the
+# schedule's lower bound (gpuconform/schedule.py), never for a verdict
+DEVICES_LABEL = "gpuconform.dev/devices"
 # The run's heartbeat annotation (an RFC 3339 time): on its namespaces, read by `make cleanup`
 # (gpuconform/cleanup.py), and on its run-long pods, read by the pod itself (run_long_pod).
 HEARTBEAT = "gpuconform.dev/heartbeat"
@@ -148,8 +153,11 @@ def pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Conf
         spec["runtimeClassName"] = cfg.get("runtimeClassName")
     if cfg.get("images.pullSecrets"):
         spec["imagePullSecrets"] = [{"name": s} for s in cfg.get("images.pullSecrets")]
+    meta = labels(run_id, check)
+    if gpus and not claim_name:
+        meta[DEVICES_LABEL] = str(gpus)
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "labels": labels(run_id, check)}, "spec": spec}
+            "metadata": {"name": name, "namespace": namespace, "labels": meta}, "spec": spec}
 
 
 ROUND = "round"  # the section that starts each round of a repeating probe (the round number)
@@ -190,7 +198,7 @@ HEARTBEAT_FILE = HEARTBEAT_DIR + "/heartbeat"
 ORPHANED = "orphaned"  # the section a run-long pod prints before it exits because its run's heartbeat stopped
 
 
-def run_long_script(every_s: int, stale_s: int, beat_file: str = HEARTBEAT_FILE) -> str:
+def run_long_script(every_s: float, stale_s: int, beat_file: str = HEARTBEAT_FILE) -> str:
     """POSIX sh: PROBE_SCRIPT's sections in numbered rounds (`== round ==`) every `every_s`, holding the devices
     between them, until the heartbeat file has not changed for more than `stale_s` by the container's own clock
     (the runner's clock never enters: only a change counts), then `== orphaned ==` and exit 0, freeing them."""
@@ -201,11 +209,11 @@ def run_long_script(every_s: int, stale_s: int, beat_file: str = HEARTBEAT_FILE)
             f'if [ $((now - seen)) -gt {int(stale_s)} ]; then echo "== {ORPHANED} =="; '
             f'echo "no heartbeat from the run for $((now - seen))s (limit {int(stale_s)}s): its runner is gone; '
             f'exiting to free the device"; exit 0; fi\n'
-            f'sleep {int(every_s)}; done')
+            f'sleep {float(every_s):g} 2>/dev/null || sleep {max(1, math.ceil(every_s))}; done')
 
 
 def run_long_pod(name: str, namespace: str, run_id: str, check: str, node: str, cfg: Config | dict, resource: str,
-                 gpus: int = 1, every_s: int = RUN_HOLD_EVERY_S, stale_s: int = RUN_HOLD_STALE_S,
+                 gpus: int = 1, every_s: float = RUN_HOLD_EVERY_S, stale_s: int = RUN_HOLD_STALE_S,
                  deadline: float = RUN_HOLD_DEADLINE_S, claim_template: str = "") -> dict:
     """A probe that holds `gpus` devices for the whole run, repeating its device check every `every_s` (the
     lost-access check), best effort (it holds no CPU a Guaranteed probe needs). A SIGKILLed runner must not

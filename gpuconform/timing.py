@@ -85,8 +85,10 @@ POD_ACTIVE_DEADLINE_S = 300
 #: activeDeadlineSeconds of the run-long pod of the lost-access check (spans_run): the hard limit on a run's length
 #: for that check; a dead runner's pod lets its device go after RUN_HOLD_STALE_S.
 RUN_HOLD_DEADLINE_S = 3600
-#: It re-runs its device check this often, so the last check is at most this old when the run ends.
-RUN_HOLD_EVERY_S = 1
+#: It re-runs its device check this often, so the last check is at most this old when the run ends, and the run's
+#: end waits about half of it on average for a round that began after the node's other checks (a `sleep` that takes
+#: no fraction sleeps 1 s instead).
+RUN_HOLD_EVERY_S = 0.5
 #: It exits, freeing its device, once the run's heartbeat on it (refreshed every HEARTBEAT_EVERY_S) has not changed
 #: for this long: a SIGKILLed runner's pod lets its GPU go within about this time (plus the kubelet's sync period
 #: for the last beat), not RUN_HOLD_DEADLINE_S. The kubelet rewrites the pod's downwardAPI file within its sync

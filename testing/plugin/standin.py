@@ -49,7 +49,7 @@ def run_start(core: Any, run_id: str) -> classmethod:
     """A replacement for run.Run.start: the Run over `core`, every optional permission granted."""
     def start(cls, cfg, kubeconfig, context, _run_id):
         api = kube.CountingApiClient(k8s.Configuration(), kube.RateLimiter(1000, 1000))
-        cluster = kube.Cluster(api, core, None, None, None, "stand-in cluster", 1.0)
+        cluster = kube.Cluster(api, core, None, "stand-in cluster", 1.0)
         return cls(cfg, cluster, run_id, "v1.34.0", {"nodes/proxy": True, "resourceslices": True,
                                                     "deviceclasses": True})
     return classmethod(start)

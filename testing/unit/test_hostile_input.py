@@ -160,7 +160,7 @@ def _pod_log(body: bytes, kept: str) -> Callable[[Path], tuple[str, str]]:
             cfg = k8s.Configuration()
             cfg.host, cfg.retries = srv.url, False
             api = kube.CountingApiClient(cfg, kube.RateLimiter(1000, 1000), request_timeout=5)
-            cluster = kube.Cluster(api, k8s.CoreV1Api(api), None, None, None, "stub", 5)  # type: ignore[arg-type]
+            cluster = kube.Cluster(api, k8s.CoreV1Api(api), None, "stub", 5)  # type: ignore[arg-type]
             text = cluster.pod_log("ns", "probe")
         finally:
             srv.httpd.shutdown()

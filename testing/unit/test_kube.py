@@ -289,7 +289,7 @@ class FakeWatch:
 
 
 def fake_cluster() -> kube.Cluster:
-    return kube.Cluster(k8s.ApiClient(), None, None, None, None, "test", 1.0)  # type: ignore[arg-type]
+    return kube.Cluster(k8s.ApiClient(), None, None, "test", 1.0)  # type: ignore[arg-type]
 
 
 def started(monkeypatch, windows, give_up_s: float = 60.0) -> kube.Watch:

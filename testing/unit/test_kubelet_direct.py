@@ -134,7 +134,7 @@ def cluster(api_ca: Path) -> kube.Cluster:
     cfg.api_key = {"BearerToken": TOKEN}  # as the kubeconfig loader keys a token
     cfg.retries = False
     api = kube.CountingApiClient(cfg, kube.RateLimiter(100, 100), 5.0)
-    c = kube.Cluster(api, None, None, None, None, "test", 5.0)  # type: ignore[arg-type]
+    c = kube.Cluster(api, None, None, "test", 5.0)  # type: ignore[arg-type]
     c.kubelet_get = lambda node, path: f"via proxy: {path}"  # type: ignore[method-assign]
     return c
 

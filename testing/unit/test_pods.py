@@ -323,7 +323,7 @@ def test_pod_manifest():
     spec = m["spec"]
     assert m["kind"] == "Pod" and m["metadata"]["namespace"] == "gpuconform-r1"
     assert m["metadata"]["labels"] == {"app.kubernetes.io/part-of": "gpuconform", "gpuconform.dev/run": "r1",
-                                       "gpuconform.dev/check": "count"}
+                                       "gpuconform.dev/check": "count", "gpuconform.dev/devices": "2"}
     assert spec["restartPolicy"] == "Never"
     assert spec["activeDeadlineSeconds"] == 123
     assert spec["nodeSelector"] == {"kubernetes.io/hostname": "gpu-a"}

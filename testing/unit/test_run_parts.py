@@ -41,7 +41,7 @@ class Core:
 
 def spaces(core: Core) -> Namespaces:
     api = kube.CountingApiClient(k8s.Configuration(), kube.RateLimiter(1000, 1000), 1.0)
-    return Namespaces(kube.Cluster(api, core, None, None, None, "test", 1.0), "r1")  # type: ignore[arg-type]
+    return Namespaces(kube.Cluster(api, core, None, "test", 1.0), "r1")  # type: ignore[arg-type]
 
 
 def test_namespaces_carry_a_heartbeat_that_is_refreshed_and_stops_at_the_end(monkeypatch):
