@@ -140,8 +140,9 @@ def import_images(archives: list[Path]) -> None:
 
 def tag_by_digest(ctr_fn, image: str) -> str:
     """Names the imported `image` also `<repo>@<its manifest digest>` in the containerd `ctr_fn` talks to, so a pod
-    may name it by digest, as the admission policy's rootImages asks of the node probe (a docker-archive import
-    records only its tag, and the CRI resolves a digest reference only by that name); returns that reference."""
+    may name it by digest, as the admission policy's rootImages asks of the node probe (an import records only the
+    name the archive gives, and the CRI resolves a digest reference only by that name; the OCI-layout archives give
+    every node's containerd the same digest: imagebuild.py); returns that reference."""
     ref = image_by_digest(ctr_fn, image)
     ctr_fn("images", "tag", "--force", image, ref)
     return ref

@@ -1,8 +1,12 @@
-"""Builds container images from local files as docker-archive tarballs (no registry, no Docker engine).
+"""Builds container images from local files as OCI image-layout tarballs (no registry, no Docker engine).
 
 An image here is one layer: a list of (path-in-image, source) entries, where source is a host file to copy,
-a symlink target (``"->target"``), literal file content (``bytes``) or None for a directory. The archive carries
-``RepoTags`` so that ``ctr -n k8s.io images import`` names the image exactly as the manifests reference it.
+a symlink target (``"->target"``), literal file content (``bytes``) or None for a directory. The archive is an
+OCI layout (``oci-layout``, ``index.json``, ``blobs/sha256/``) whose one manifest carries the annotation
+``io.containerd.image.name``, so that ``ctr -n k8s.io images import`` names the image exactly as the manifests
+reference it, and every containerd that imports it holds the same manifest digest: a pod may name the image by
+digest on any bed node, as on a registry (a docker-archive import makes the manifest itself, and containerd 1.6
+and 2.x make different ones).
 
 The suite image (`suite_image`) is the local equivalent of manifests/Dockerfile: the host's Python 3.11 with
 its stdlib and the shared libraries it needs (per ldd), the venv's third-party packages that gpuconform
@@ -78,9 +82,12 @@ def _layer(files: list[Entry]) -> bytes:
     return buf.getvalue()
 
 
+ARCHIVE_FORMAT = "oci-layout"  # in the fingerprint: an archive written in an earlier format is written again
+
+
 def _fingerprint(image: Image) -> str:
     """What the archive is made of: the image config and each entry's source (path, size, mtime) or content."""
-    h = hashlib.sha256(repr((image.name, image.entrypoint, image.cmd, image.env, image.labels, image.user,
+    h = hashlib.sha256(repr((ARCHIVE_FORMAT, image.name, image.entrypoint, image.cmd, image.env, image.labels, image.user,
                              image.workdir)).encode())
     for dest, src in image.files:
         if isinstance(src, bytes):
@@ -94,7 +101,7 @@ def _fingerprint(image: Image) -> str:
 
 
 def write_archive(image: Image, out: Path) -> Path:
-    """Writes a docker-archive tarball for `image` to `out` and returns it; a no-op when none of its sources
+    """Writes an OCI image-layout tarball for `image` to `out` and returns it; a no-op when none of its sources
     changed since the last write (the archive is byte-identical anyway; this only saves reading them)."""
     key = out.with_name(out.name + ".key")
     fingerprint = _fingerprint(image)
@@ -118,15 +125,25 @@ def write_archive(image: Image, out: Path) -> Path:
         "history": [{"created": "2000-01-01T00:00:00Z", "created_by": "gpuconform localcluster/imagebuild.py"}],
     }
     config_bytes = json.dumps(config, sort_keys=True).encode()
-    config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
-    manifest = [{"Config": config_name, "RepoTags": [image.name], "Layers": ["layer.tar"]}]
+
+    def desc(media_type: str, data: bytes) -> dict:
+        return {"mediaType": media_type, "digest": "sha256:" + hashlib.sha256(data).hexdigest(), "size": len(data)}
+
+    manifest_bytes = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": desc("application/vnd.oci.image.config.v1+json", config_bytes),
+        "layers": [desc("application/vnd.oci.image.layer.v1.tar", layer)]}, sort_keys=True).encode()
+    index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+             "manifests": [{**desc("application/vnd.oci.image.manifest.v1+json", manifest_bytes),
+                            "platform": {"architecture": "amd64", "os": "linux"},
+                            "annotations": {"io.containerd.image.name": image.name}}]}
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}")  # renamed into place: an importer never sees half an archive
     with tarfile.open(tmp, "w") as tar:
         for name, data in (
-            (config_name, config_bytes),
-            ("layer.tar", layer),
-            ("manifest.json", json.dumps(manifest).encode()),
+            ("oci-layout", json.dumps({"imageLayoutVersion": "1.0.0"}).encode()),
+            *((f"blobs/sha256/{hashlib.sha256(b).hexdigest()}", b) for b in (config_bytes, layer, manifest_bytes)),
+            ("index.json", json.dumps(index, sort_keys=True).encode()),
         ):
             info = tarfile.TarInfo(name)
             info.size, info.mtime, info.mode = len(data), EPOCH, 0o644

@@ -423,3 +423,25 @@ def test_the_kubelets_metrics_and_configz_are_read_on_their_port_without_nodes_p
     assert other.get(GPU_NODE, "metrics") is None
     assert "did not verify against kubelet.caFile" in other.how_read(GPU_NODE, "metrics")
 
+
+
+def test_both_bed_nodes_are_certified_as_the_caged_service_account(sa, dra_node, tmp_path):
+    """Issue 29's done-when: the whole suite, run as the shipped ServiceAccount with the shipped policy in force
+    (and no nodes/proxy), certifies both bed nodes, the device-plugin node and the DRA node; the kubelets are read
+    on their own port. Checks the cage makes impossible on a node (gpu-node-0's runtime cannot mount recursively
+    read-only) are NOTCHECKED-OPTIONAL, which costs no certification."""
+    from bedtools import run_pytest
+
+    out = tmp_path / "summary.json"
+    proc = run_pytest("tests", "-q", "--gpuconform-config", str(ROOT / "localcluster" / "gpuconform.yaml"),
+                      "--gpuconform-set", f"images.nodeProbe={suite_image_by_digest()}",
+                      "--gpuconform-summary", str(out), kubeconfig=sa, timeout=600)
+    assert out.exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
+    summary = json.loads(out.read_text())
+    bad = [r for r in summary["results"] if r["outcome"] == "failed" or (r["reason"] or "").startswith("ERROR")]
+    assert proc.returncode == 0 and not bad, json.dumps(bad, indent=1) + proc.stdout[-2000:]
+    assert sorted(summary["certified_nodes"]) == ["gpu-node-0", "gpu-node-dra"], summary["certified_nodes"]
+    assert summary["environment"]["admission policy"].startswith("in force"), summary["environment"]
+    assert summary["optional_permissions"]["nodes/proxy"] is False
+    assert all(how.startswith("on the kubelet's port") for reads in summary["kubelet_reads"].values()
+               for how in reads.values()), summary["kubelet_reads"]
