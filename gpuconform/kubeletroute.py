@@ -63,6 +63,13 @@ def base_url(node: dict | None) -> str | None:
     return f"https://{host}:{port}"
 
 
+def transient(exc: Any) -> bool:
+    """A transport failure (refused, reset, timed out: a kubelet restarting, a network blip), worth another try
+    later in the run; an HTTP answer or a certificate that did not verify will not change."""
+    text = str(getattr(exc, "reason", None) or exc)
+    return not getattr(exc, "status", None) and "SSL" not in text and "CERTIFICATE" not in text.upper()
+
+
 def failure(exc: Any, url: str, path: str, ca_source: str) -> str:
     """Why a direct read of `url` failed, for the check's evidence and its NOTCHECKED message. `exc`: what the
     client raised (an ApiException with an HTTP status, one with status 0 and the TLS error, or a transport

@@ -77,6 +77,9 @@ API_MIN_ATTEMPT_S = 1.0
 #: this once per kubelet path and run, then its kubelet is read through the node proxy where granted. Its read gets
 #: `timeouts.apiRequest`.
 KUBELET_CONNECT_S = 3.0
+#: A kubelet that could not be reached (refused, reset, timed out: restarting, a network blip) is tried on its port
+#: again after this long; one that answered with an HTTP error or a certificate that did not verify is not, this run.
+KUBELET_RETRY_S = 30.0
 
 # ------------------------------------------------------------------ test pods (gpuconform/pods.py)
 

@@ -211,3 +211,23 @@ def test_an_unreachable_kubelet_and_access_proxy(pki):
     k = kubelet(pki, port, ALL, access="proxy")  # never tries the port
     assert k.get("gpu-a", "metrics") == "via proxy: metrics"
     assert k.how_read("gpu-a", "metrics") == "through the API server's node proxy (nodes/proxy)"
+
+
+def test_an_unreachable_kubelet_is_tried_again_later_a_refusing_one_is_not(pki, monkeypatch):
+    k8let = FakeKubelet(pki, "kubelet")
+    port = k8let.port
+    k8let.close()
+    k = kubelet(pki, port, {"nodes/metrics": True})
+    assert k.get("gpu-a", "metrics") is None
+    clock = [0.0]
+    monkeypatch.setattr("gpuconform.pytest_plugin.kubelet.time.monotonic", lambda: clock[0])
+    k._retry_at[("gpu-a", "metrics")] = 10.0  # as if it failed at 10 - KUBELET_RETRY_S
+    clock[0] = 9.0
+    assert k.get("gpu-a", "metrics") is None and ("gpu-a", "metrics") in k.direct_failed  # not tried yet
+    clock[0] = 10.0
+    calls = []
+    monkeypatch.setattr(k.cluster, "kubelet_direct", lambda client, url, connect_s: calls.append(url) or METRICS)
+    assert k.get("gpu-a", "metrics") == METRICS and calls == [f"https://127.0.0.1:{port}/metrics"]
+    tls = k8s.ApiException(status=0, reason="SSLError\n[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+    assert kubeletroute.transient(ConnectionRefusedError("refused"))
+    assert not kubeletroute.transient(tls) and not kubeletroute.transient(k8s.ApiException(status=403))
