@@ -438,7 +438,7 @@ SECTIONS: dict[str, str] = {
     "kubelet": "How the kubelet's /metrics and /configz are read (gpuconform/kubeletroute.py): on each kubelet's own "
                "port as `get nodes/metrics` and `get nodes/configz` (manifests/rbac.yaml), the kubelet's serving "
                "certificate verified before the run's credentials are sent; or, where a kubelet cannot be reached "
-               "or verified, through the API server's node proxy (`get nodes/proxy`, manifests/rbac-nodes-proxy.yaml: "
+               "or verified, through the API server's node proxy (`get nodes/proxy`, manifests/optional/rbac-nodes-proxy.yaml: "
                "a fallback, since that grant is also exec into any pod of the node).",
     "images": "The test pods' images: mirror them for an air-gapped cluster.",
     "thresholds": "Latency thresholds; every violation is reported.",

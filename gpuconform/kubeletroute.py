@@ -10,7 +10,7 @@ Two routes, tried in this order under `kubelet.access: auto` (the default):
   certificate verified against `kubelet.caFile` (default: the CA the API server is trusted with) and whose name or
   IP matched the address: a kubelet with a self-signed serving certificate (no `serverTLSBootstrap`) is not read
   this way, never read unverified.
-- **proxy**: the API server's node proxy, `get nodes/proxy` (manifests/rbac-nodes-proxy.yaml): one grant that is
+- **proxy**: the API server's node proxy, `get nodes/proxy` (manifests/optional/rbac-nodes-proxy.yaml): one grant that is
   also exec into any pod on the node, which manifests/rbac-policy.yaml fences to /metrics and /configz. A fallback
   only: for kubelets the runner cannot reach or verify.
 

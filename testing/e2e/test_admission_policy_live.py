@@ -365,11 +365,11 @@ def test_without_its_parameters_the_policy_refuses_every_write(sa):
 
 
 def test_the_node_proxy_reaches_only_the_kubelets_metrics_and_configz(sa):
-    """With the optional grant (manifests/rbac-nodes-proxy.yaml), `get nodes/proxy` reaches every kubelet path,
+    """With the optional grant (manifests/optional/rbac-nodes-proxy.yaml), `get nodes/proxy` reaches every kubelet path,
     exec included. The API server admits a node-proxy request as CONNECT with the path in NodeProxyOptions, so the
     policy fences the ServiceAccount to /metrics and /configz: the kubelet's pod list and an exec through the proxy
     are refused at admission."""
-    grant = [o for o in yaml.safe_load_all((ROOT / "manifests" / "rbac-nodes-proxy.yaml").read_text()) if o]
+    grant = [o for o in yaml.safe_load_all((ROOT / "manifests" / "optional" / "rbac-nodes-proxy.yaml").read_text()) if o]
     kubectl("apply", "-f", "-", input=as_list(grant))
     try:
         end = time.monotonic() + 30

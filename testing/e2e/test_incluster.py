@@ -233,7 +233,7 @@ def suite_image() -> str:
 
 def test_manifests_are_plain_least_privilege_and_restricted(tmp_path):
     """Static: what the pre-flight requires is exactly what the required ClusterRole grants; the optional
-    nodes/proxy is apart; the runner namespace enforces restricted and is not a sweepable run namespace; the
+    nodes/proxy is apart, in manifests/optional/, which `kubectl apply -f manifests/` does not apply; the runner namespace enforces restricted and is not a sweepable run namespace; the
     shipped config is valid."""
     from gpuconform.pytest_plugin.preflight import OPTIONAL, REQUIRED, RUN_READS, RUN_ROLE, SELF_BIND
     from gpuconform import config
@@ -262,7 +262,9 @@ def test_manifests_are_plain_least_privilege_and_restricted(tmp_path):
                 for name, (verb, group, res, sub, _) in OPTIONAL.items()}
     assert grants(find(objs, "ClusterRole", "gpuconform")) == required | {
         v for name, v in optional.items() if name != "nodes/proxy"}
-    assert grants(find(objs, "ClusterRole", "gpuconform-nodes-proxy")) == {optional["nodes/proxy"]}
+    assert not [o for o in objs if "nodes/proxy" in str(o.get("rules"))], "nodes/proxy is granted by default"
+    proxy = [o for o in yaml.safe_load_all((MANIFESTS / "optional" / "rbac-nodes-proxy.yaml").read_text()) if o]
+    assert grants(find(proxy, "ClusterRole", "gpuconform-nodes-proxy")) == {optional["nodes/proxy"]}
     ns = find(objs, "Namespace", NS)["metadata"]["labels"]
     assert ns["pod-security.kubernetes.io/enforce"] == "restricted"
     assert "app.kubernetes.io/part-of" not in ns
@@ -309,8 +311,9 @@ def test_job_runs_the_suite_in_cluster_and_its_reports_can_be_fetched(suite_imag
     assert not any("admission policy" in w for w in summary.get("warnings", [])), summary.get("warnings")
     assert any(r["check"] == "test_plugin_socket_exists_in_device_plugins_dir" for r in summary["results"]), \
         "the privileged node probe should run in-cluster too (in its own privileged run namespace)"
-    assert summary["optional_permissions"] == {name: True for name in OPTIONAL}
-    # from a pod, the kubelet is read on its own port (issue 29 item 2), nodes/proxy granted but not needed
+    # as shipped: every optional read but the node proxy (manifests/optional/, not applied)
+    assert summary["optional_permissions"] == {name: name != "nodes/proxy" for name in OPTIONAL}
+    # from a pod, the kubelet is read on its own port (issue 29 item 2), without nodes/proxy
     reads = summary["kubelet_reads"]["gpu-node-0"]
     assert all(how.startswith("on the kubelet's port, https://") and "the API server's CA" in how
                for how in reads.values()) and set(reads) == {"metrics", "configz"}, reads
