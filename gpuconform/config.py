@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
+from gpuconform import kubeletroute
 from gpuconform.presets import PRESETS
 
 
@@ -612,7 +613,7 @@ FIELDS: tuple[Field, ...] = (
     Field("nodeProbe.sysfsPath", SYSFS_PATH, "/sys",
           "the host directory whose bus/pci/devices the node probe counts the vendor's GPU PCI functions in "
           "(mounted read-only, recursively where the runtime can)"),
-    Field("kubelet.access", Enum(choices=("auto", "direct", "proxy")), "auto",
+    Field("kubelet.access", Enum(choices=kubeletroute.ACCESS), "auto",
           "`auto`: each kubelet's own port, and the node proxy where that kubelet cannot be reached or verified and "
           "nodes/proxy is granted; `direct`: the kubelet's port only; `proxy`: the node proxy only (a runner with no "
           "network path to the nodes' kubelet port)"),

@@ -63,11 +63,16 @@ def base_url(node: dict | None) -> str | None:
     return f"https://{host}:{port}"
 
 
+def _tls_error(exc: Any) -> str | None:
+    """The text of a TLS failure (the client raises it with status 0 and the SSL error as its reason), else None."""
+    text = str(getattr(exc, "reason", None) or exc)
+    return text if not getattr(exc, "status", None) and ("SSL" in text or "CERTIFICATE" in text.upper()) else None
+
+
 def transient(exc: Any) -> bool:
     """A transport failure (refused, reset, timed out: a kubelet restarting, a network blip), worth another try
     later in the run; an HTTP answer or a certificate that did not verify will not change."""
-    text = str(getattr(exc, "reason", None) or exc)
-    return not getattr(exc, "status", None) and "SSL" not in text and "CERTIFICATE" not in text.upper()
+    return not getattr(exc, "status", None) and _tls_error(exc) is None
 
 
 def failure(exc: Any, url: str, path: str, ca_source: str) -> str:
@@ -85,8 +90,8 @@ def failure(exc: Any, url: str, path: str, ca_source: str) -> str:
                 f"KubeletFineGrainedAuthz asks nodes/proxy for /configz")
     if status:
         return f"the kubelet at {url} answered HTTP {status} to /{path}: {body}"
-    text = str(getattr(exc, "reason", None) or exc)
-    if "SSL" in text or "CERTIFICATE" in text.upper():
+    text = _tls_error(exc)
+    if text is not None:
         last = [ln for ln in text.splitlines() if ln.strip()][-1:] or [""]
         return (f"the kubelet's serving certificate at {url} did not verify against {ca_source} "
                 f"({last[0].strip()[:160]}), so the run's credentials were not sent: set kubelet.caFile to the CA "

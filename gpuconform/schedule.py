@@ -20,13 +20,17 @@ from dataclasses import dataclass
 from .catalog import EXCLUSIVE
 
 
+TAKES_ALL = "takes every free device"  # a catalog.EXCLUSIVE check
+HELD_ALL = "held every device the run could use here"  # any other check that did, beside the run-long pods
+
+
 @dataclass(frozen=True)
 class Part:
     check: str  # the pods' gpuconform.dev/check label
     first: str  # the first pod seen
     last: str  # the pod that freed its device last
     seconds: float
-    why: str = "takes every free device"  # or "held every device the run could use here"
+    why: str = TAKES_ALL  # or HELD_ALL
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ def node_parts(pods: list[dict], exclusive: tuple[str, ...] = EXCLUSIVE) -> list
         by_check.setdefault(p["check"], []).append(p)
     most = peak(pods)
     spans = {check: (min(p["seen"] for p in mine), max(freed(p) for p in mine)) for check, mine in by_check.items()}
-    parts = [_part(check, mine, "takes every free device") for check, mine in by_check.items() if check in exclusive]
+    parts = [_part(check, mine, TAKES_ALL) for check, mine in by_check.items() if check in exclusive]
     taken = [spans[p.check] for p in parts]
     for check, mine in by_check.items():
         if check in exclusive:
@@ -84,7 +88,7 @@ def node_parts(pods: list[dict], exclusive: tuple[str, ...] = EXCLUSIVE) -> list
         own = peak(mine)
         # and, in this run, beside none of the others counted: the sum stays within the wall time
         if most and own and own + throughout >= most and all(end <= s or start >= e for s, e in taken):
-            parts.append(_part(check, mine, "held every device the run could use here"))
+            parts.append(_part(check, mine, HELD_ALL))
             taken.append((start, end))
     return sorted(parts, key=lambda part: spans[part.check][0])
 

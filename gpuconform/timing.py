@@ -74,8 +74,8 @@ API_CALL_DEADLINE_FACTOR = 2.0
 API_MIN_ATTEMPT_S = 1.0
 
 #: Connecting to a kubelet's own port (gpuconform/kubeletroute.py): a node whose port the runner cannot reach costs
-#: this once per kubelet path and run, then its kubelet is read through the node proxy where granted. Its read gets
-#: `timeouts.apiRequest`.
+#: this (twice: two attempts) per kubelet path, at most once every KUBELET_RETRY_S; meanwhile its kubelet is read
+#: through the node proxy where granted. Its read gets `timeouts.apiRequest`.
 KUBELET_CONNECT_S = 3.0
 #: A kubelet that could not be reached (refused, reset, timed out: restarting, a network blip) is tried on its port
 #: again after this long; one that answered with an HTTP error or a certificate that did not verify is not, this run.

@@ -129,7 +129,7 @@ def main() -> int:
     bound = schedule.lower_bound(summary.get("pods", []), cleanup)
     floor = startup_s + bound.seconds
     terms = [f"pytest start-up {startup_s:.1f} s"] + [f"{p.check} {p.seconds:.1f} s ({p.first} .. {p.last}"
-             + (f"; {p.why}" if p.why != schedule.Part.why else "") + ")" for p in bound.parts] \
+             + (f"; {p.why}" if p.why != schedule.TAKES_ALL else "") + ")" for p in bound.parts] \
         + [f"cleanup {cleanup:.1f} s"]
     node = bound.node or "the node"
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
