@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
 # Builds every binary the local test bed needs from Go modules (never from clones) and caches them
 # outside the work tree, each group keyed on its pinned versions, sources and build flags:
-#   $GPUCONFORM_CACHE (default ~/.cache/gpuconform)/{k8s,kwok,images}/<key>/
+#   $GPUCONFORM_CACHE (default ~/.cache/gpuconform)/{k8s,k8s-tools,kwok,nvidia,containerd2,images,mocknvml}/<key>/
 # A warm cache makes this a no-op; a warm Go build cache (~/.cache/go-build) turns a rebuild into a relink.
-# stdout: one NAME=DIR line per group (K8S_BIN, K8S_TOOLS_BIN, KWOK_BIN, IMAGES_BIN, NVIDIA_BIN, CONTAINERD2_BIN, MOCKNVML_LIB); progress goes to stderr.
+# stdout: one NAME=DIR line per group (K8S_BIN, K8S_TOOLS_BIN, KWOK_BIN, NVIDIA_BIN, CONTAINERD2_BIN, IMAGES_BIN,
+# MOCKNVML_LIB); progress goes to stderr.
 #
-# Groups that need building run as background jobs, one `go build` per Go module where the binaries share packages
-# (the Kubernetes binaries, etcd and the bed's own tools in one; the plugin and GFD in one): a cold build's jobs
-# overlap one module's downloads and links with another's compiles. The Kubernetes job, the longest, runs at normal
-# priority, the others under `nice`, so they fill the CPU it leaves idle rather than slow it down. Each step logs
-# one line when it starts and one with its time when it ends; the go tool's own output goes to
-# $GPUCONFORM_CACHE/logs/<job>.log, whose tail is shown when a step fails. Any failed job fails the build (exit 1)
-# once the others have finished (their results stay cached). Ctrl-C stops every job.
+# Three Go modules, built one after another in one job (`go`) because they share their client libraries at the
+# same versions, each compiled once: the Kubernetes binaries, etcd and the bed's own tools (tools/k8s, Kubernetes's
+# own pins); kwok, NVIDIA's plugin and GFD, NFD's master and containerd 2 (tools/bed, pinned to the Kubernetes
+# build's versions); the simulated plugin and DRA driver with their images' binaries (images/). Beside it, under
+# `nice`: the later modules' downloads while Kubernetes compiles, and the mock NVML (C). Each step logs one line
+# when it starts and one with its time when it ends; the go tool's own output goes to $GPUCONFORM_CACHE/logs/<job>.log,
+# whose tail is shown when a step fails. A failed step fails the build (exit 1) once the rest has finished (what
+# was built stays cached). Ctrl-C stops every job.
 #
-#   build.sh [all|k8s|k8s-tools|kwok|images|nvidia|containerd|mocknvml|nvidia-prev]
+#   build.sh [all|k8s|k8s-tools|bedtools|images|mocknvml|nvidia-prev]
 # `nvidia-prev` (never part of `all`) builds NVIDIA's device plugin at NVIDIA_PREV_TAG (default v0.18.2), the
-# release before NVIDIA_TAG, for `cluster.py plugin-version` (nvidia.py): NVIDIA_PREV_BIN.
+# release before the one tools/bed pins, for `cluster.py plugin-version` (nvidia.py): NVIDIA_PREV_BIN.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${GPUCONFORM_CACHE:-$HOME/.cache/gpuconform}
-export GOFLAGS=-buildvcs=false CGO_ENABLED=0
-KWOK_VERSION=v0.8.0
+# Every go command here: no VCS stamping, no local paths in binaries, and no DWARF from the compiler (the links strip it
+# anyway, -ldflags -s -w; generating it cost about 12% of a cold build's compile time here).
+export GOFLAGS="-buildvcs=false -trimpath -gcflags=all=-dwarf=false" CGO_ENABLED=0
 start=$SECONDS
 logs=$cache/logs
 mkdir -p "$logs"
@@ -40,23 +43,31 @@ want() {
   if [[ -f "$2/.complete" ]]; then log "$1 cached in $2"; return 1; fi
   part[$1]="$2.partial"
 }
-# job NAME NICE FUNC GROUP...: runs FUNC in the background (niceness NICE) to fill each GROUP's ${part[GROUP]}, then
-# marks each complete and moves it in place. Steps in FUNC log as NAME and write the go tool's output to NAME.log.
+# job NAME NICE STAGE...: runs its stages one after another in the background (niceness NICE); a STAGE is
+# FUNC:GROUP[,GROUP...], FUNC filling each GROUP's ${part[GROUP]}; once FUNC succeeds its groups are marked complete
+# and moved in place, so a later stage's failure keeps them. A failed stage fails the job, after the stages behind
+# it have run. Steps log as NAME and write the go tool's output to NAME.log.
 job() {
-  local name=$1 niceness=$2 fn=$3; shift 3
+  local name=$1 niceness=$2; shift 2
   (
     job=$name
     [[ $niceness == 0 ]] || renice -n "$niceness" -p "$BASHPID" >/dev/null
     : > "$logs/$name.log"
-    local t=$SECONDS g
-    for g in "$@"; do rm -rf "${part[$g]}"; mkdir -p "${part[$g]}"; done
-    "$fn"
-    for g in "$@"; do
-      echo "build_seconds=$((SECONDS - t))" > "${part[$g]}/.complete"
-      rm -rf "${dir_of[$g]}"; mv "${part[$g]}" "${dir_of[$g]}"
-      log "$g ready in ${dir_of[$g]}"
+    local t=$SECONDS st fn groups g rc=0
+    for st in "$@"; do
+      fn=${st%%:*}; IFS=, read -ra groups <<< "${st#*:}"
+      for g in "${groups[@]}"; do rm -rf "${part[$g]}"; mkdir -p "${part[$g]}"; done
+      local ts=$SECONDS st_rc
+      set +e; ( set -e; "$fn" ); st_rc=$?; set -e  # (set -e would be ignored under `if`)
+      if (( st_rc )); then rc=$st_rc; continue; fi
+      for g in "${groups[@]}"; do
+        echo "build_seconds=$((SECONDS - ts))" > "${part[$g]}/.complete"
+        rm -rf "${dir_of[$g]}"; mv "${part[$g]}" "${dir_of[$g]}"
+        log "$g ready in ${dir_of[$g]}"
+      done
     done
     log "$name: done in $((SECONDS - t))s"
+    exit "$rc"
   ) &
   pid_of[$name]=$!
   jobs_started+=("$name")
@@ -64,12 +75,12 @@ job() {
 # step WHAT CMD...: one timed build step of the current job; CMD's output goes to the job's log.
 step() {
   local what=$1 t=$SECONDS rc; shift
-  log "$job: building $what${hint:-} ..."
+  log "$job: ${verb:-building} $what${hint:-} ..."
   if "$@" >>"$logs/$job.log" 2>&1; then
-    log "$job: built $what in $((SECONDS - t))s"
+    log "$job: ${verbed:-built} $what in $((SECONDS - t))s"
   else
     rc=$?
-    log "$job: FAILED building $what after $((SECONDS - t))s (exit $rc); the end of $logs/$job.log:"
+    log "$job: FAILED ${verb:-building} $what after $((SECONDS - t))s (exit $rc); the end of $logs/$job.log:"
     tail -n 25 "$logs/$job.log" | sed 's/^/    /' >&2
     return "$rc"
   fi
@@ -103,7 +114,7 @@ K8S_CMDS=(kubectl kubelet kube-scheduler kube-controller-manager kube-apiserver)
 # (checkpoint-share, for the double-assigned fault, built against the pinned kubelet packages): one package graph,
 # each shared package compiled once, the links overlapping the compiles. The tools are keyed on their own sources,
 # so editing one never rebuilds Kubernetes (that job builds ./cmd/... alone: a relink with a warm Go cache).
-k8s_go_build() { (cd "$tools" && go build -modfile="$modfile" -trimpath -tags "$k8s_tags" -ldflags "$ld" -o "$1/" "${@:2}"); }
+k8s_go_build() { (cd "$tools" && go build -modfile="$modfile" -tags "$k8s_tags" -ldflags "$ld" -o "$1/" "${@:2}"); }
 build_k8s() {
   local hint=" (cold: 12-17 min on 2 cores here, the longest job)" pkgs=() c
   for c in "${K8S_CMDS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
@@ -116,69 +127,87 @@ build_k8s() {
   fi
 }
 build_k8s_tools() { step tools/k8s/cmd k8s_go_build "${part[K8S_TOOLS_BIN]}" ./cmd/...; }
-build_kwok() { step kwok env GOBIN="${part[KWOK_BIN]}" go install -trimpath -ldflags '-s -w' "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"; }
 build_images() { step "images/cmd (simulated plugin and DRA driver, nvidia-smi, vector-add, pause)" \
-  bash -c "cd '$here/images' && go build -trimpath -ldflags '-s -w' -o '${part[IMAGES_BIN]}/' ./cmd/..."; }
+  bash -c "cd '$here/images' && go build -ldflags '-s -w' -o '${part[IMAGES_BIN]}/' ./cmd/..."; }
 
-# NVIDIA's device plugin and GPU Feature Discovery (cgo: go-nvml dlopens libnvidia-ml.so.1) from their module at
-# NVIDIA_TAG (one `go install`: they share most packages), and node-feature-discovery's master at the version the
-# plugin's chart depends on (tools/nfd/go.mod: NFD's go.mod has replace lines, so `go install pkg@version` refuses
-# it), with NFD's CRDs. Two modules, so two go commands at once.
-NVIDIA_TAG=${NVIDIA_TAG:-v0.19.3}
+# The bed's other Go tools, from one module pinned to the Kubernetes build's own library versions (tools/bed/go.mod,
+# written by tools/bed/pin.sh): kwok, node-feature-discovery's master (the release NVIDIA's chart depends on) and
+# containerd 2 with its runc shim (the DRA node's runtime: CDI for DRA claims) in one `go build`; NVIDIA's device
+# plugin and GPU Feature Discovery (cgo: go-nvml dlopens libnvidia-ml.so.1) in a second over the same module. Each
+# tool's own release pins other client-library versions, so built apart, k8s.io/api, apimachinery, client-go and
+# what lies under them were compiled once per tool; here they come from the Kubernetes build's compile cache, which
+# is why this runs after that build, in the same job, when both are cold (two builds at once compile a shared
+# package twice). Three groups, one key: KWOK_BIN, NVIDIA_BIN (with NFD's CRDs), CONTAINERD2_BIN.
+bedtools=$here/tools/bed
+bedtools_build() { local cgo=$1 out=$2; shift 2; (cd "$bedtools" && CGO_ENABLED=$cgo go build -ldflags '-s -w' -o "$out/" "$@"); }
+build_bedtools() {
+  local o=${part[KWOK_BIN]}.all nfd
+  rm -rf "$o"; mkdir -p "$o"
+  step "kwok nfd-master containerd containerd-shim-runc-v2" bedtools_build 0 "$o" -tags no_btrfs,no_devmapper,no_zfs \
+    sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/node-feature-discovery/cmd/nfd-master \
+    github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+  step "nvidia-device-plugin gpu-feature-discovery (cgo)" bedtools_build 1 "$o" \
+    github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery
+  mv "$o/kwok" "${part[KWOK_BIN]}/"
+  mv "$o/containerd" "$o/containerd-shim-runc-v2" "${part[CONTAINERD2_BIN]}/"
+  mv "$o/nfd-master" "$o/nvidia-device-plugin" "$o/gpu-feature-discovery" "${part[NVIDIA_BIN]}/"
+  nfd=$(cd "$bedtools" && go list -m -f '{{if .Replace}}{{.Replace.Dir}}{{else}}{{.Dir}}{{end}}' sigs.k8s.io/node-feature-discovery)
+  cp "$nfd/deployment/base/nfd-crds/nfd-api-crds.yaml" "${part[NVIDIA_BIN]}/"
+  rm -rf "$o"
+}
 NVIDIA_PREV_TAG=${NVIDIA_PREV_TAG:-v0.18.2}
-nvidia_install() {  # DIR TAG CMD...
-  local dir=$1 tag=$2 c pkgs=(); shift 2
-  for c in "$@"; do pkgs+=("github.com/NVIDIA/k8s-device-plugin/cmd/$c@$tag"); done
-  env CGO_ENABLED=1 GOBIN="$dir" go install -trimpath -ldflags '-s -w' "${pkgs[@]}"
-}
-build_nvidia() {
-  local out=${part[NVIDIA_BIN]} nfd p
-  step "nvidia-device-plugin gpu-feature-discovery $NVIDIA_TAG" nvidia_install "$out" "$NVIDIA_TAG" nvidia-device-plugin gpu-feature-discovery &
-  p=$!
-  step nfd-master bash -c "cd '$here/tools/nfd' && go build -trimpath -ldflags '-s -w' -o '$out/nfd-master' sigs.k8s.io/node-feature-discovery/cmd/nfd-master"
-  wait "$p"
-  nfd=$(cd "$here/tools/nfd" && go list -m -f '{{.Dir}}' sigs.k8s.io/node-feature-discovery)
-  cp "$nfd/deployment/base/nfd-crds/nfd-api-crds.yaml" "$out/"
-}
 # The previous release's plugin only (its DaemonSet is what `cluster.py plugin-version` rolls; GFD stays at NVIDIA_TAG).
-build_nvidia_prev() { step "nvidia-device-plugin $NVIDIA_PREV_TAG" nvidia_install "${part[NVIDIA_PREV_BIN]}" "$NVIDIA_PREV_TAG" nvidia-device-plugin; }
-# containerd 2.x and its runc shim for the DRA node (tools/containerd/go.mod; dranode.py): CDI for DRA claims.
-build_containerd() {
-  step "containerd containerd-shim-runc-v2" bash -c "cd '$here/tools/containerd' && go build -trimpath -tags 'no_btrfs no_devmapper no_zfs' \
-    -ldflags '-s -w' -o '${part[CONTAINERD2_BIN]}/' github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2"
+build_nvidia_prev() {
+  step "nvidia-device-plugin $NVIDIA_PREV_TAG" env CGO_ENABLED=1 GOBIN="${part[NVIDIA_PREV_BIN]}" \
+    go install -ldflags '-s -w' "github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin@$NVIDIA_PREV_TAG"
 }
 # The mock NVML (mocknvml/build.sh), keyed on its sources.
 build_mocknvml() { step libnvidia-ml.so.1 env OUT="${part[MOCKNVML_LIB]}" "$here/mocknvml/build.sh"; }
 
 what=${1:-all}
-case $what in all|k8s|k8s-tools|kwok|images|nvidia|containerd|mocknvml|nvidia-prev) ;;
-  *) echo "usage: build.sh [all|k8s|k8s-tools|kwok|images|nvidia|containerd|mocknvml|nvidia-prev]" >&2; exit 2 ;;
+case $what in all|k8s|k8s-tools|bedtools|images|mocknvml|nvidia-prev) ;;
+  *) echo "usage: build.sh [all|k8s|k8s-tools|bedtools|images|mocknvml|nvidia-prev]" >&2; exit 2 ;;
 esac
 is() { [[ $what == all || $what == "$1" ]]; }
+# The cold Go builds run in one job, one after another, the Kubernetes build first: the bed's tools and images use
+# the same client libraries at the same versions, so they compile only what the Kubernetes build did not (run side
+# by side, two builds compile a shared package twice). The modules those later stages need are downloaded beside
+# the Kubernetes build, under nice (network, not CPU), by a job of their own.
+stages=() prefetch=()
 k8s_cold=; tools_cold=
-if is k8s && want K8S_BIN "$cache/k8s/$K8S_VERSION-$( (cat "$modfile" "${modfile%.mod}.sum"; echo "$ld $k8s_tags") | hash)"; then k8s_cold=1; fi
-if is k8s-tools && want K8S_TOOLS_BIN "$cache/k8s-tools/$( (cat "$modfile" "${modfile%.mod}.sum" $(find "$tools/cmd" -name '*.go' | sort); echo "$ld $k8s_tags") | hash)"; then tools_cold=1; fi
+if is k8s && want K8S_BIN "$cache/k8s/$K8S_VERSION-$( (cat "$modfile" "${modfile%.mod}.sum"; echo "$ld $k8s_tags $GOFLAGS") | hash)"; then k8s_cold=1; fi
+if is k8s-tools && want K8S_TOOLS_BIN "$cache/k8s-tools/$( (cat "$modfile" "${modfile%.mod}.sum" $(find "$tools/cmd" -name '*.go' | sort); echo "$ld $k8s_tags $GOFLAGS") | hash)"; then tools_cold=1; fi
 if [[ -n $k8s_cold ]]; then
-  k8s_groups=(K8S_BIN); [[ -z $tools_cold ]] || k8s_groups+=(K8S_TOOLS_BIN)
-  job k8s 0 build_k8s "${k8s_groups[@]}"
+  stages+=("build_k8s:K8S_BIN${tools_cold:+,K8S_TOOLS_BIN}")
 elif [[ -n $tools_cold ]]; then
-  job k8s-tools 0 build_k8s_tools K8S_TOOLS_BIN
+  stages+=(build_k8s_tools:K8S_TOOLS_BIN)
 fi
-if is kwok && want KWOK_BIN "$cache/kwok/$KWOK_VERSION-$(echo "$ld" | hash)"; then job kwok 10 build_kwok KWOK_BIN; fi
-if is images && want IMAGES_BIN "$cache/images/$(hash "$here/images/go.mod" "$here/images/go.sum" $(find "$here/images" -name '*.go' | sort))"; then
-  job images 10 build_images IMAGES_BIN
+if is bedtools; then
+  key=$( (cat "$bedtools/go.mod" "$bedtools/go.sum"; echo "$GOFLAGS") | hash)
+  # three groups, one build: all three are rebuilt when any is missing
+  bt_cold=
+  want KWOK_BIN "$cache/kwok/$key" && bt_cold=1
+  want NVIDIA_BIN "$cache/nvidia/$key" && bt_cold=1
+  want CONTAINERD2_BIN "$cache/containerd2/$key" && bt_cold=1
+  if [[ -n $bt_cold ]]; then
+    for g in KWOK_BIN NVIDIA_BIN CONTAINERD2_BIN; do part[$g]=${dir_of[$g]}.partial; done
+    stages+=(build_bedtools:KWOK_BIN,NVIDIA_BIN,CONTAINERD2_BIN); prefetch+=("$bedtools")
+  fi
 fi
-if is nvidia && want NVIDIA_BIN "$cache/nvidia/$NVIDIA_TAG-$(hash "$here/tools/nfd/go.mod" "$here/tools/nfd/go.sum")"; then
-  job nvidia 10 build_nvidia NVIDIA_BIN
+if is images && want IMAGES_BIN "$cache/images/$( (cat "$here/images/go.mod" "$here/images/go.sum" $(find "$here/images" -name '*.go' | sort); echo "$GOFLAGS") | hash)"; then
+  stages+=(build_images:IMAGES_BIN); prefetch+=("$here/images")
 fi
-if is containerd && want CONTAINERD2_BIN "$cache/containerd2/$(hash "$here/tools/containerd/go.mod" "$here/tools/containerd/go.sum")"; then
-  job containerd 10 build_containerd CONTAINERD2_BIN
-fi
+prefetch_modules() {
+  local d verb=downloading verbed=downloaded
+  for d in "${prefetch[@]}"; do step "the modules of ${d#"$here/"}" bash -c "cd '$d' && go mod download"; done
+}
+if [[ -n $k8s_cold ]] && (( ${#prefetch[@]} )); then job download 10 prefetch_modules:; fi
+(( ${#stages[@]} == 0 )) || job go 0 "${stages[@]}"
 if is mocknvml && want MOCKNVML_LIB "$cache/mocknvml/$(hash "$here/mocknvml/mocknvml.c" "$here/mocknvml/gen_stubs.py" "$here/mocknvml/build.sh")"; then
-  job mocknvml 10 build_mocknvml MOCKNVML_LIB
+  job mocknvml 10 build_mocknvml:MOCKNVML_LIB
 fi
-if [[ $what == nvidia-prev ]] && want NVIDIA_PREV_BIN "$cache/nvidia-prev/$NVIDIA_PREV_TAG-$(echo "-s -w" | hash)"; then
-  job nvidia-prev 0 build_nvidia_prev NVIDIA_PREV_BIN
+if [[ $what == nvidia-prev ]] && want NVIDIA_PREV_BIN "$cache/nvidia-prev/$NVIDIA_PREV_TAG-$(echo "-s -w $GOFLAGS" | hash)"; then
+  job nvidia-prev 0 build_nvidia_prev:NVIDIA_PREV_BIN
 fi
 
 failed=()

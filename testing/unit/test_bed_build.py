@@ -1,7 +1,9 @@
 """localcluster/build.sh, run over a fake `go` that records its calls and writes the binaries it is asked for: one
-`go build` for the Kubernetes binaries, etcd and the bed's own tools; the other groups as background jobs under
-`nice`; a failed job fails the build once the others are done and cached; a warm cache runs no go at all; and
-NVIDIA's previous plugin release is built only when asked (`build.sh nvidia-prev`)."""
+`go build` for the Kubernetes binaries, etcd and the bed's own tools, then, in the same job, the bed's other tools
+(tools/bed: kwok, NFD's master and containerd, then NVIDIA's plugin and GFD with cgo) and the images' binaries, while
+their modules download beside it under `nice`; a failed step fails the build once the rest is done and cached; a
+warm cache runs no go at all; NVIDIA's previous plugin release is built only when asked (`build.sh nvidia-prev`);
+and the versions tools/bed pins are the ones the bed names."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ with open(log, "a") as f:
                         "cgo": os.environ.get("CGO_ENABLED")}) + "\n")
 if os.environ.get("FAKE_GO_FAIL") and any(os.environ["FAKE_GO_FAIL"] in a for a in args):
     sys.exit("fake go: failing as asked")
+if args[0] == "mod":  # go mod download
+    sys.exit()
 if args[0] == "list":  # go list -m -f {{.Dir}} MODULE: the module's directory
     d = log.parent / "nfd"
     (d / "deployment/base/nfd-crds").mkdir(parents=True, exist_ok=True)
@@ -65,7 +69,7 @@ def bed_build(tmp_path):
                                   for f in ("mocknvml.c", "gen_stubs.py", "build.sh"))).hexdigest()[:12]
     (cache / "mocknvml" / key).mkdir(parents=True)
     (cache / "mocknvml" / key / ".complete").write_text("build_seconds=1\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("K8S_VERSION", "NVIDIA_TAG", "NVIDIA_PREV_TAG")}
+    env = {k: v for k, v in os.environ.items() if k not in ("K8S_VERSION", "NVIDIA_PREV_TAG")}
     env.update(PATH=f"{fake}:{os.environ['PATH']}", GPUCONFORM_CACHE=str(cache), HOME=str(tmp_path),
                FAKE_GO_LOG=str(tmp_path / "go.log"))
 
@@ -84,12 +88,13 @@ def _dirs(stdout: str) -> dict[str, Path]:
     return {k: Path(v) for k, v in (line.split("=", 1) for line in stdout.split())}
 
 
-def test_a_cold_build_runs_one_go_build_for_kubernetes_etcd_and_the_tools_and_the_rest_beside_it_niced(bed_build):
+def test_a_cold_build_runs_the_go_builds_one_after_another_kubernetes_first_and_downloads_beside_them(bed_build):
     r, calls = bed_build()
     assert r.returncode == 0, r.stderr
     dirs = _dirs(r.stdout)
     assert set(dirs) == GROUPS
-    k8s = [c for c in calls if "k8s.io/kubernetes/cmd/kubelet" in c["args"]]
+    builds = [c for c in calls if c["args"][0] == "build"]
+    k8s = [c for c in builds if "k8s.io/kubernetes/cmd/kubelet" in c["args"]]
     assert len(k8s) == 1
     for pkg in ("kubectl", "kube-scheduler", "kube-controller-manager", "kube-apiserver"):
         assert f"k8s.io/kubernetes/cmd/{pkg}" in k8s[0]["args"]
@@ -100,17 +105,30 @@ def test_a_cold_build_runs_one_go_build_for_kubernetes_etcd_and_the_tools_and_th
                                                            "kube-controller-manager", "kube-apiserver", "etcd",
                                                            ".complete"}
     assert (dirs["K8S_TOOLS_BIN"] / "checkpoint-share").exists() and (dirs["K8S_TOOLS_BIN"] / ".complete").exists()
-    nv = [c for c in calls if any("k8s-device-plugin" in a for a in c["args"])]
-    assert len(nv) == 1 and nv[0]["cgo"] == "1"
-    assert {"github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin@v0.19.3",
-            "github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery@v0.19.3"} <= set(nv[0]["args"])
+    # tools/bed: kwok, NFD's master and containerd in one build, then the plugin and GFD with cgo, in that module
+    tools = [c for c in builds if c["cwd"] == str(LOCALCLUSTER / "tools" / "bed")]
+    assert len(tools) == 2 and [c["cgo"] for c in tools] == ["0", "1"]
+    assert {"sigs.k8s.io/kwok/cmd/kwok", "sigs.k8s.io/node-feature-discovery/cmd/nfd-master",
+            "github.com/containerd/containerd/v2/cmd/containerd"} <= set(tools[0]["args"])
+    assert {"github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin",
+            "github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery"} <= set(tools[1]["args"])
+    assert not any("@" in a for c in calls for a in c["args"] if not a.startswith("-"))  # nothing by go install @v
+    images = [c for c in builds if c["cwd"] == str(LOCALCLUSTER / "images")]
+    assert len(images) == 1
+    # one after another, at normal priority, Kubernetes first: the later ones reuse its compiled libraries
+    assert builds == k8s + tools + images and {c["nice"] for c in builds} == {k8s[0]["nice"]}
+    downloads = [c for c in calls if c["args"][:2] == ["mod", "download"]]
+    assert {c["cwd"] for c in downloads} == {str(LOCALCLUSTER / "tools" / "bed"), str(LOCALCLUSTER / "images")}
+    assert {c["nice"] for c in downloads} == {min(k8s[0]["nice"] + 10, 19)}
+    assert (dirs["KWOK_BIN"] / "kwok").exists()
+    assert {p.name for p in dirs["CONTAINERD2_BIN"].iterdir()} == {"containerd", "containerd-shim-runc-v2",
+                                                                  ".complete"}
+    assert {p.name for p in dirs["NVIDIA_BIN"].iterdir()} == {"nvidia-device-plugin", "gpu-feature-discovery",
+                                                             "nfd-master", "nfd-api-crds.yaml", ".complete"}
     assert not any("v0.18.2" in a for c in calls for a in c["args"])  # the previous release: only when asked
-    assert (dirs["NVIDIA_BIN"] / "nfd-api-crds.yaml").exists() and (dirs["NVIDIA_BIN"] / "nfd-master").exists()
-    kwok = [c for c in calls if any("sigs.k8s.io/kwok" in a for a in c["args"])]
-    assert len(kwok) == 1 and kwok[0]["nice"] == min(k8s[0]["nice"] + 10, 19)
-    for job in ("k8s", "kwok", "images", "nvidia", "containerd"):
+    for job in ("go", "download"):
         assert f"] {job}: done in " in r.stderr
-    assert "k8s: built kubectl kubelet" in r.stderr
+    assert "go: built kubectl kubelet" in r.stderr
 
     again, calls = bed_build()  # warm: no go at all, the same directories
     assert again.returncode == 0 and calls == [] and _dirs(again.stdout) == dirs
@@ -123,17 +141,18 @@ def test_a_cold_build_runs_one_go_build_for_kubernetes_etcd_and_the_tools_and_th
     assert (dirs["K8S_TOOLS_BIN"] / "checkpoint-share").exists()
 
 
-def test_a_failed_job_fails_the_build_after_the_others_are_cached(bed_build):
+def test_a_failed_step_fails_the_build_after_the_rest_is_built_and_cached(bed_build):
     r, _ = bed_build(FAKE_GO_FAIL="sigs.k8s.io/kwok")
     assert r.returncode == 1
-    assert "kwok: FAILED building kwok" in r.stderr and "fake go: failing as asked" in r.stderr
-    assert "FAILED: kwok (exit 1)" in r.stderr
+    assert "go: FAILED building kwok" in r.stderr and "fake go: failing as asked" in r.stderr
+    assert "FAILED: go (exit 1)" in r.stderr
     dirs = _dirs(r.stdout)
-    assert "KWOK_BIN" not in dirs and GROUPS - {"KWOK_BIN"} <= set(dirs)
+    assert GROUPS - set(dirs) == {"KWOK_BIN", "NVIDIA_BIN", "CONTAINERD2_BIN"}  # the images, after it, were built
     assert all((d / ".complete").exists() for d in dirs.values())
-    again, calls = bed_build()  # the rerun builds only what failed
+    again, calls = bed_build()  # the rerun builds only what failed, with no download job (nothing else compiles)
     assert again.returncode == 0 and set(_dirs(again.stdout)) == GROUPS
-    assert len(calls) == 1 and "sigs.k8s.io/kwok/cmd/kwok@v0.8.0" in calls[0]["args"]
+    assert [c["args"][0] for c in calls] == ["build", "build", "list"]
+    assert "sigs.k8s.io/kwok/cmd/kwok" in calls[0]["args"]
 
 
 def test_the_previous_plugin_release_is_built_only_when_asked_and_alone(bed_build):
@@ -149,3 +168,18 @@ def test_the_previous_plugin_release_is_built_only_when_asked_and_alone(bed_buil
 def test_an_unknown_group_is_refused(bed_build):
     r, calls = bed_build("everything")
     assert r.returncode == 2 and "usage: build.sh" in r.stderr and calls == []
+
+
+def test_the_versions_tools_bed_pins_are_the_ones_the_bed_deploys():
+    """nvidia.py names its images and CRDs by TAG and NFD_TAG; tools/bed/go.mod (pin.sh) is what gets built."""
+    import sys
+    sys.path.insert(0, str(LOCALCLUSTER))
+    import nvidia
+    mod = (LOCALCLUSTER / "tools" / "bed" / "go.mod").read_text()
+    assert f"\tgithub.com/NVIDIA/k8s-device-plugin {nvidia.TAG} " in mod  # (tidy marks it // indirect)
+    assert f"sigs.k8s.io/node-feature-discovery => sigs.k8s.io/node-feature-discovery {nvidia.NFD_TAG}\n" in mod
+    assert f"sigs.k8s.io/node-feature-discovery/api/nfd => sigs.k8s.io/node-feature-discovery/api/nfd " \
+           f"{nvidia.NFD_TAG}\n" in mod
+    pin = (LOCALCLUSTER / "tools" / "bed" / "pin.sh").read_text()
+    assert f"NVIDIA={nvidia.TAG} NFD={nvidia.NFD_TAG}" in pin
+    assert f"NVIDIA_PREV_TAG=${{NVIDIA_PREV_TAG:-{nvidia.PREV_TAG}}}" in (LOCALCLUSTER / "build.sh").read_text()
