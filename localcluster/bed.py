@@ -85,9 +85,10 @@ class Bins:
     kwok: Path
     images: Path
     tools: Path  # the bed's own Go tools (build.sh K8S_TOOLS_BIN, tools/k8s/cmd)
-    nvidia: Path  # NVIDIA's plugin and GFD, NFD's master and CRDs (build.sh NVIDIA_BIN; nvidia.py)
+    nvidia: Path  # NVIDIA's plugin and GFD (build.sh NVIDIA_BIN; nvidia.py)
     mocknvml: Path  # the mock libnvidia-ml.so.1 (build.sh MOCKNVML_LIB; mocknvml/)
     containerd2: Path  # containerd 2.x and its runc shim for the DRA node (build.sh CONTAINERD2_BIN; dranode.py)
+    nfd: Path  # node-feature-discovery's master and CRDs (build.sh NFD_BIN; nvidia.py)
 
     def __getitem__(self, name: str) -> str:
         return str((self.kwok if name == "kwok" else self.k8s) / name)
@@ -115,7 +116,7 @@ def build(quiet: bool = False) -> Bins:
         write_state(k8s_version=Path(dirs["K8S_BIN"]).name.split("-", 1)[0])
     _BINS.append(Bins(Path(dirs["K8S_BIN"]), Path(dirs["KWOK_BIN"]), Path(dirs["IMAGES_BIN"]),
                       Path(dirs["K8S_TOOLS_BIN"]), Path(dirs["NVIDIA_BIN"]), Path(dirs["MOCKNVML_LIB"]),
-                      Path(dirs["CONTAINERD2_BIN"])))
+                      Path(dirs["CONTAINERD2_BIN"]), Path(dirs["NFD_BIN"])))
     return _BINS[0]
 
 

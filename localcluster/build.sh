@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Builds every binary the local test bed needs from Go modules (never from clones) and caches them
 # outside the work tree, each group keyed on its pinned versions, sources and build flags:
-#   $GPUCONFORM_CACHE (default ~/.cache/gpuconform)/{k8s,k8s-tools,kwok,nvidia,containerd2,images,mocknvml}/<key>/
+#   $GPUCONFORM_CACHE (default ~/.cache/gpuconform)/{k8s,k8s-tools,kwok,nfd,nvidia,containerd2,images,mocknvml}/<key>/
 # A warm cache makes this a no-op; a warm Go build cache (~/.cache/go-build) turns a rebuild into a relink.
-# stdout: one NAME=DIR line per group (K8S_BIN, K8S_TOOLS_BIN, KWOK_BIN, NVIDIA_BIN, CONTAINERD2_BIN, IMAGES_BIN,
-# MOCKNVML_LIB); progress goes to stderr.
+# stdout: one NAME=DIR line per group (K8S_BIN, K8S_TOOLS_BIN, KWOK_BIN, NFD_BIN, NVIDIA_BIN, CONTAINERD2_BIN,
+# IMAGES_BIN, MOCKNVML_LIB); progress goes to stderr.
 #
-# Three Go modules, built one after another in one job (`go`) because they share their client libraries at the
-# same versions, each compiled once: the Kubernetes binaries, etcd and the bed's own tools (tools/k8s, Kubernetes's
-# own pins); kwok, NVIDIA's plugin and GFD, NFD's master and containerd 2 (tools/bed, pinned to the Kubernetes
-# build's versions); the simulated plugin and DRA driver with their images' binaries (images/). Beside it, under
-# `nice`: the later modules' downloads while Kubernetes compiles, and the mock NVML (C). Each step logs one line
-# when it starts and one with its time when it ends; the go tool's own output goes to $GPUCONFORM_CACHE/logs/<job>.log,
-# whose tail is shown when a step fails. A failed step fails the build (exit 1) once the rest has finished (what
-# was built stays cached). Ctrl-C stops every job.
+# Three Go modules, which share their client libraries at the same versions so that each is compiled once: the
+# Kubernetes binaries, etcd and the bed's own tools (tools/k8s, Kubernetes's own pins), built first, alone; then at
+# once kwok, NFD's master and containerd 2, NVIDIA's plugin and GFD (cgo) (tools/bed, pinned to the Kubernetes build's
+# versions), and the simulated plugin and DRA driver with their images' binaries (images/). Under `nice` beside them:
+# the later modules' downloads while Kubernetes compiles, and the mock NVML (C). Each step logs one line when it
+# starts and one with its time when it ends; the go tool's own output goes to $GPUCONFORM_CACHE/logs/<job>.log, whose
+# tail is shown when a step fails. A failed step fails the build (exit 1) once the rest has finished (what was built
+# stays cached). Ctrl-C stops every job.
 #
 #   build.sh [all|k8s|k8s-tools|bedtools|images|mocknvml|nvidia-prev]
 # `nvidia-prev` (never part of `all`) builds NVIDIA's device plugin at NVIDIA_PREV_TAG (default v0.18.2), the
@@ -127,33 +127,35 @@ build_k8s() {
   fi
 }
 build_k8s_tools() { step tools/k8s/cmd k8s_go_build "${part[K8S_TOOLS_BIN]}" ./cmd/...; }
-build_images() { step "images/cmd (simulated plugin and DRA driver, nvidia-smi, vector-add, pause)" \
+build_images() { after_k8s; step "images/cmd (simulated plugin and DRA driver, nvidia-smi, vector-add, pause)" \
   bash -c "cd '$here/images' && go build -ldflags '-s -w' -o '${part[IMAGES_BIN]}/' ./cmd/..."; }
 
 # The bed's other Go tools, from one module pinned to the Kubernetes build's own library versions (tools/bed/go.mod,
-# written by tools/bed/pin.sh): kwok, node-feature-discovery's master (the release NVIDIA's chart depends on) and
-# containerd 2 with its runc shim (the DRA node's runtime: CDI for DRA claims) in one `go build`; NVIDIA's device
-# plugin and GPU Feature Discovery (cgo: go-nvml dlopens libnvidia-ml.so.1) in a second over the same module. Each
-# tool's own release pins other client-library versions, so built apart, k8s.io/api, apimachinery, client-go and
-# what lies under them were compiled once per tool; here they come from the Kubernetes build's compile cache, which
-# is why this runs after that build, in the same job, when both are cold (two builds at once compile a shared
-# package twice). Three groups, one key: KWOK_BIN, NVIDIA_BIN (with NFD's CRDs), CONTAINERD2_BIN.
+# written by tools/bed/pin.sh): kwok, node-feature-discovery's master (the release NVIDIA's chart depends on, with its
+# CRDs) and containerd 2 with its runc shim (the DRA node's runtime: CDI for DRA claims) in one `go build`; NVIDIA's
+# device plugin and GPU Feature Discovery (cgo: go-nvml dlopens libnvidia-ml.so.1) in another. Each tool's own release
+# pins other client-library versions, so built apart, k8s.io/api, apimachinery, client-go and what lies under them
+# were compiled once per tool; here they come from the Kubernetes build's compile cache.
 bedtools=$here/tools/bed
 bedtools_build() { local cgo=$1 out=$2; shift 2; (cd "$bedtools" && CGO_ENABLED=$cgo go build -ldflags '-s -w' -o "$out/" "$@"); }
 build_bedtools() {
   local o=${part[KWOK_BIN]}.all nfd
+  after_k8s
   rm -rf "$o"; mkdir -p "$o"
   step "kwok nfd-master containerd containerd-shim-runc-v2" bedtools_build 0 "$o" -tags no_btrfs,no_devmapper,no_zfs \
     sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/node-feature-discovery/cmd/nfd-master \
     github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
-  step "nvidia-device-plugin gpu-feature-discovery (cgo)" bedtools_build 1 "$o" \
-    github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery
   mv "$o/kwok" "${part[KWOK_BIN]}/"
+  mv "$o/nfd-master" "${part[NFD_BIN]}/"
   mv "$o/containerd" "$o/containerd-shim-runc-v2" "${part[CONTAINERD2_BIN]}/"
-  mv "$o/nfd-master" "$o/nvidia-device-plugin" "$o/gpu-feature-discovery" "${part[NVIDIA_BIN]}/"
   nfd=$(cd "$bedtools" && go list -m -f '{{if .Replace}}{{.Replace.Dir}}{{else}}{{.Dir}}{{end}}' sigs.k8s.io/node-feature-discovery)
-  cp "$nfd/deployment/base/nfd-crds/nfd-api-crds.yaml" "${part[NVIDIA_BIN]}/"
+  cp "$nfd/deployment/base/nfd-crds/nfd-api-crds.yaml" "${part[NFD_BIN]}/"
   rm -rf "$o"
+}
+build_nvidia() {
+  after_k8s
+  step "nvidia-device-plugin gpu-feature-discovery (cgo)" bedtools_build 1 "${part[NVIDIA_BIN]}" \
+    github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery
 }
 NVIDIA_PREV_TAG=${NVIDIA_PREV_TAG:-v0.18.2}
 # The previous release's plugin only (its DaemonSet is what `cluster.py plugin-version` rolls; GFD stays at NVIDIA_TAG).
@@ -169,40 +171,45 @@ case $what in all|k8s|k8s-tools|bedtools|images|mocknvml|nvidia-prev) ;;
   *) echo "usage: build.sh [all|k8s|k8s-tools|bedtools|images|mocknvml|nvidia-prev]" >&2; exit 2 ;;
 esac
 is() { [[ $what == all || $what == "$1" ]]; }
-# The cold Go builds run in one job, one after another, the Kubernetes build first: the bed's tools and images use
-# the same client libraries at the same versions, so they compile only what the Kubernetes build did not (run side
-# by side, two builds compile a shared package twice). The modules those later stages need are downloaded beside
-# the Kubernetes build, under nice (network, not CPU), by a job of their own.
-stages=() prefetch=()
+# The Kubernetes build runs first, alone: the bed's tools and images use the same client libraries at the same
+# versions, so once it is done they compile only what it did not (two builds side by side compile a shared package
+# twice). Then three builds at once, which share little more: tools/bed's pure-Go tools, its cgo ones (every package
+# over the C resolver compiles anew under cgo), and the images; together they keep both cores busy through each
+# other's links. The modules they need download beside the Kubernetes build, under nice (network, not CPU).
+gate=
+after_k8s() { [[ -z $gate ]] || until [[ -e $gate ]]; do sleep 1; done; }
+open_gate() { touch "$gate"; }
+prefetch=()
 k8s_cold=; tools_cold=
 if is k8s && want K8S_BIN "$cache/k8s/$K8S_VERSION-$( (cat "$modfile" "${modfile%.mod}.sum"; echo "$ld $k8s_tags $GOFLAGS") | hash)"; then k8s_cold=1; fi
 if is k8s-tools && want K8S_TOOLS_BIN "$cache/k8s-tools/$( (cat "$modfile" "${modfile%.mod}.sum" $(find "$tools/cmd" -name '*.go' | sort); echo "$ld $k8s_tags $GOFLAGS") | hash)"; then tools_cold=1; fi
 if [[ -n $k8s_cold ]]; then
-  stages+=("build_k8s:K8S_BIN${tools_cold:+,K8S_TOOLS_BIN}")
+  gate=$(mktemp -u "$cache/.k8s-built.XXXXXX")
+  job k8s 0 "build_k8s:K8S_BIN${tools_cold:+,K8S_TOOLS_BIN}" open_gate:  # the gate opens whether or not it built
 elif [[ -n $tools_cold ]]; then
-  stages+=(build_k8s_tools:K8S_TOOLS_BIN)
+  job k8s-tools 0 build_k8s_tools:K8S_TOOLS_BIN
 fi
 if is bedtools; then
   key=$( (cat "$bedtools/go.mod" "$bedtools/go.sum"; echo "$GOFLAGS") | hash)
-  # three groups, one build: all three are rebuilt when any is missing
+  # one build for three groups: all three are rebuilt when one is missing
   bt_cold=
   want KWOK_BIN "$cache/kwok/$key" && bt_cold=1
-  want NVIDIA_BIN "$cache/nvidia/$key" && bt_cold=1
+  want NFD_BIN "$cache/nfd/$key" && bt_cold=1
   want CONTAINERD2_BIN "$cache/containerd2/$key" && bt_cold=1
   if [[ -n $bt_cold ]]; then
-    for g in KWOK_BIN NVIDIA_BIN CONTAINERD2_BIN; do part[$g]=${dir_of[$g]}.partial; done
-    stages+=(build_bedtools:KWOK_BIN,NVIDIA_BIN,CONTAINERD2_BIN); prefetch+=("$bedtools")
+    for g in KWOK_BIN NFD_BIN CONTAINERD2_BIN; do part[$g]=${dir_of[$g]}.partial; done
+    job bedtools 0 build_bedtools:KWOK_BIN,NFD_BIN,CONTAINERD2_BIN; prefetch+=("$bedtools")
   fi
+  if want NVIDIA_BIN "$cache/nvidia/$key"; then job nvidia 0 build_nvidia:NVIDIA_BIN; prefetch+=("$bedtools"); fi
 fi
 if is images && want IMAGES_BIN "$cache/images/$( (cat "$here/images/go.mod" "$here/images/go.sum" $(find "$here/images" -name '*.go' | sort); echo "$GOFLAGS") | hash)"; then
-  stages+=(build_images:IMAGES_BIN); prefetch+=("$here/images")
+  job images 0 build_images:IMAGES_BIN; prefetch+=("$here/images")
 fi
 prefetch_modules() {
   local d verb=downloading verbed=downloaded
-  for d in "${prefetch[@]}"; do step "the modules of ${d#"$here/"}" bash -c "cd '$d' && go mod download"; done
+  for d in $(printf '%s\n' "${prefetch[@]}" | sort -u); do step "the modules of ${d#"$here/"}" bash -c "cd '$d' && go mod download"; done
 }
 if [[ -n $k8s_cold ]] && (( ${#prefetch[@]} )); then job download 10 prefetch_modules:; fi
-(( ${#stages[@]} == 0 )) || job go 0 "${stages[@]}"
 if is mocknvml && want MOCKNVML_LIB "$cache/mocknvml/$(hash "$here/mocknvml/mocknvml.c" "$here/mocknvml/gen_stubs.py" "$here/mocknvml/build.sh")"; then
   job mocknvml 10 build_mocknvml:MOCKNVML_LIB
 fi
@@ -218,5 +225,6 @@ done
 if (( ${#jobs_started[@]} )); then
   log "${#jobs_started[@]} build job(s) (${jobs_started[*]}) finished in $((SECONDS - start))s${failed[*]:+; FAILED: ${failed[*]}}"
 fi
+[[ -z $gate ]] || rm -f "$gate"
 for g in "${order[@]}"; do [[ ! -f "${dir_of[$g]}/.complete" ]] || echo "$g=${dir_of[$g]}"; done
 (( ${#failed[@]} == 0 )) || exit 1

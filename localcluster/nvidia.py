@@ -133,7 +133,7 @@ def images(bins: bed.Bins) -> list:
     nv = bins.nvidia
     imgs = [plugin_image(TAG, nv),
             imagebuild.Image(NFD_IMAGE, [], cmd=["nfd-master"], labels=bed.IMAGE_LABEL,
-                             files=[("usr/bin/nfd-master", nv / "nfd-master")])]
+                             files=[("usr/bin/nfd-master", bins.nfd / "nfd-master")])]
     if (tag := plugin_version(bed.read_state())) != TAG:
         imgs.append(plugin_image(tag, release_bins(tag)))
     return imgs
@@ -261,7 +261,7 @@ def gfd_rbac(namespace: str) -> list[dict]:
 def apply_nfd(kubectl: bed.Kubectl) -> None:
     """NFD's CRDs (NodeFeature, NodeFeatureRule, NodeFeatureGroup; from its module at NFD_TAG, copied by build.sh)
     and its master."""
-    kubectl("apply", "-f", str(bed.build(quiet=True).nvidia / "nfd-api-crds.yaml"))
+    kubectl("apply", "-f", str(bed.build(quiet=True).nfd / "nfd-api-crds.yaml"))
     kubectl.apply(*nfd_objects())
 
 
