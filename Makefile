@@ -23,13 +23,7 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
-# The bed's Go build (localcluster/build.sh: it needs neither the Debian packages nor the virtualenv) starts first, in
-# the background, so a cold build overlaps their install; `cluster.py up` then finds it done (its [build] lines say
-# what failed, if anything did). Ctrl-C stops it too.
-cluster-up:
-	@localcluster/build.sh >/dev/null & b=$$!; trap 'kill $$b 2>/dev/null; wait $$b; exit 130' INT TERM; \
-	$(MAKE) --no-print-directory deps || { kill $$b 2>/dev/null; wait $$b; exit 1; }; \
-	wait $$b || { echo "make: the bed's build failed (the [build] lines above say where)" >&2; exit 1; }
+cluster-up: deps
 	python3 localcluster/cluster.py up
 
 cluster-down:
