@@ -112,6 +112,7 @@ def test_a_cold_build_runs_the_go_builds_one_after_another_kubernetes_first_and_
             "github.com/containerd/containerd/v2/cmd/containerd"} <= set(tools[0]["args"])
     assert {"github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin",
             "github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery"} <= set(tools[1]["args"])
+    assert "netgo,osusergo" in tools[1]["args"]  # so that net and what is above it compile as for the pure-Go builds
     assert not any("@" in a for c in calls for a in c["args"] if not a.startswith("-"))  # nothing by go install @v
     images = [c for c in builds if c["cwd"] == str(LOCALCLUSTER / "images")]
     assert len(images) == 1
