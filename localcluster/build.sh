@@ -116,7 +116,7 @@ K8S_CMDS=(kubectl kubelet kube-scheduler kube-controller-manager kube-apiserver)
 # so editing one never rebuilds Kubernetes (that job builds ./cmd/... alone: a relink with a warm Go cache).
 k8s_go_build() { (cd "$tools" && go build -modfile="$modfile" -tags "$k8s_tags" -ldflags "$ld" -o "$1/" "${@:2}"); }
 build_k8s() {
-  local hint=" (cold: 12-17 min on 2 cores here, the longest job)" pkgs=() c
+  local hint=" (cold: 5.5-6 min on 2 cores here, the longest step)" pkgs=() c
   for c in "${K8S_CMDS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
   pkgs+=(go.etcd.io/etcd/server/v3)
   [[ -z ${part[K8S_TOOLS_BIN]:-} ]] || pkgs+=(./cmd/...)
