@@ -136,7 +136,7 @@ build_images() { step "images/cmd (simulated plugin and DRA driver, nvidia-smi, 
 # device plugin and GPU Feature Discovery (cgo: go-nvml dlopens libnvidia-ml.so.1) in another, with Go's own resolver
 # and user lookup (netgo, osusergo: what the pure-Go builds use): under plain cgo, net compiles differently and every
 # package above it compiled again (48 s of a cold build here); with them, net's export data is the pure-Go build's and
-# only the plugin's own packages compile (7.5 s). The binaries still link libc, for dlopen. Each tool's own release
+# only the plugin's own packages compile (21 s). The binaries still link libc, for dlopen. Each tool's own release
 # pins other client-library versions, so built apart, k8s.io/api, apimachinery, client-go and what lies under them
 # were compiled once per tool; here they come from the Kubernetes build's compile cache.
 bedtools=$here/tools/bed
