@@ -160,7 +160,8 @@ build_nvidia() {
     github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery
 }
 NVIDIA_PREV_TAG=${NVIDIA_PREV_TAG:-v0.18.2}
-# The previous release's plugin only (its DaemonSet is what `cluster.py plugin-version` rolls; GFD stays at NVIDIA_TAG).
+# The previous release's plugin only, by `go install` at its own release's pins (its DaemonSet is what
+# `cluster.py plugin-version` rolls; GFD stays at the release tools/bed pins).
 build_nvidia_prev() {
   step "nvidia-device-plugin $NVIDIA_PREV_TAG" env CGO_ENABLED=1 GOBIN="${part[NVIDIA_PREV_BIN]}" \
     go install -ldflags '-s -w' "github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin@$NVIDIA_PREV_TAG"
@@ -197,16 +198,17 @@ if is bedtools; then
   want CONTAINERD2_BIN "$cache/containerd2/$key" && bt_cold=1
   if [[ -n $bt_cold ]]; then
     for g in KWOK_BIN NFD_BIN CONTAINERD2_BIN; do part[$g]=${dir_of[$g]}.partial; done
-    stages+=(build_bedtools:KWOK_BIN,NFD_BIN,CONTAINERD2_BIN); prefetch+=("$bedtools")
+    stages+=(build_bedtools:KWOK_BIN,NFD_BIN,CONTAINERD2_BIN)
   fi
-  if want NVIDIA_BIN "$cache/nvidia/$(echo "$key $nvidia_tags" | hash)"; then stages+=(build_nvidia:NVIDIA_BIN); prefetch+=("$bedtools"); fi
+  if want NVIDIA_BIN "$cache/nvidia/$(echo "$key $nvidia_tags" | hash)"; then stages+=(build_nvidia:NVIDIA_BIN); bt_cold=1; fi
+  [[ -z $bt_cold ]] || prefetch+=("$bedtools")
 fi
 if is images && want IMAGES_BIN "$cache/images/$( (cat "$here/images/go.mod" "$here/images/go.sum" $(find "$here/images" -name '*.go' | sort); echo "$GOFLAGS") | hash)"; then
   stages+=(build_images:IMAGES_BIN); prefetch+=("$here/images")
 fi
 prefetch_modules() {
   local d verb=downloading verbed=downloaded
-  for d in $(printf '%s\n' "${prefetch[@]}" | sort -u); do step "the modules of ${d#"$here/"}" bash -c "cd '$d' && go mod download"; done
+  for d in "${prefetch[@]}"; do step "the modules of ${d#"$here/"}" bash -c "cd '$d' && go mod download"; done
 }
 if [[ -n $k8s_cold ]] && (( ${#prefetch[@]} )); then job download 10 prefetch_modules:; fi
 (( ${#stages[@]} == 0 )) || job go 0 "${stages[@]}"
