@@ -650,6 +650,15 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
     want = GPUS + (driver.devices if driver else 0)
     bed.wait_for(f"the DRA driver's slice with {want} device(s)", lambda: slice_devices(kubectl) == want, 90,
                  "kubelet-dra")
+
+    def driver_ready() -> bool:
+        pods = kubectl.json("get", "pods", "-n", inst.namespace, "-l", selector)["items"]
+        return bool(pods) and all(any(c.get("type") == "Ready" and c.get("status") == "True"
+                                      for c in (p.get("status") or {}).get("conditions") or []) for p in pods)
+    # The slice is published before the kubelet registers the driver, and its pod is Ready only then (its -probe;
+    # under every knob, at once under no-register): a run begun in between judged a driver still starting (the
+    # pool-incomplete row saw FAIL-F08-PLUGIN-NOT-READY once, 2026-12-07).
+    bed.wait_for("the DRA driver's pod Ready", driver_ready, 90, "kubelet-dra")
     say(f"DRA driver on {NODE} {'with fault ' + knob if knob else 'healthy'}")
     if signal := row and row.step(SignalDriverDuringRun):
         log = (LOGS / "dra-signal.log").open("a")
