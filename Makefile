@@ -7,13 +7,15 @@ export KUBECONFIG := $(CURDIR)/.localcluster/kubeconfig
 SUITE_ARGS := --gpuconform-config localcluster/gpuconform.yaml
 APT_PKGS := containerd runc containernetworking-plugins iptables busybox-static openssl iproute2 chromium
 
-.PHONY: gfd-labels soak rehearse gotest bench bench-scale lint help deps cluster-up cluster-down cluster-status faults fault fault-clear bed test unit demo suite cleanup wheel wheel-try
+.PHONY: gfd-labels soak rehearse gotest bench bench-scale lint help deps host-deps cluster-up cluster-down cluster-status faults fault fault-clear bed test unit demo suite cleanup wheel wheel-try
 
 help:
 	@echo "make demo | test | cluster-up | cluster-down | cluster-status | bed PROFILE=... LAYOUT=... [STACK=...] | faults | fault NAME=... | fault-clear | cleanup [FORCE=1]"
 	@echo "make bench | bench-scale [N=1000] [PODS=40] | soak [N=10] | rehearse [N=1] [MODE=upgrade|restart] | gfd-labels [GFD_TAG=v0.19.3] | wheel | wheel-try"
 
-deps: $(VENV)/.installed
+deps: host-deps $(VENV)/.installed
+
+host-deps:
 	@for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; fi
@@ -23,7 +25,9 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
-cluster-up: deps
+# The bed needs the virtualenv only for the suite image: cluster.py up installs it (this Makefile's recipe) beside its
+# Go build, so on a fresh checkout the two overlap.
+cluster-up: host-deps
 	python3 localcluster/cluster.py up
 
 cluster-down:
@@ -76,7 +80,7 @@ unit: deps
 	$(PYTEST) testing/unit testing/plugin -p no:cacheprovider
 
 # The conformance suite against the local cluster, with the report.
-suite:
+suite: $(VENV)/.installed
 	mkdir -p reports
 	$(PYTEST) tests $(SUITE_ARGS) --html reports/report.html --self-contained-html \
 	  --junitxml reports/junit.xml --gpuconform-summary reports/summary.json
@@ -106,19 +110,19 @@ demo: cluster-up suite
 # Wall time vs critical path and API request count of one healthy suite run (figures printed, not asserted), with
 # the DRA node up: its claim-to-running figures beside the device-plugin node's.
 bench: export GPUCONFORM_BED_DRA := 1
-bench: cluster-up
+bench: cluster-up $(VENV)/.installed
 	$(PY) testing/bench.py
 
 # The same at scale: N kwok GPU nodes (default 1000) over the three kwok pools, the node-level checks
 # (-k "(advertised or capacity) and not pci_hardware": the API-only ones) on all of them, figures printed; the
 # nodes are removed afterwards, also on Ctrl-C.
 N ?= 1000
-bench-scale: cluster-up
+bench-scale: cluster-up $(VENV)/.installed
 	$(PY) testing/bench.py --scale $(N) $(if $(PODS),--pods-per-node $(PODS))
 
 # N healthy runs in a row on the bed (`make soak N=5`; 10 unless N is given on the command line): 0 failures
 # and 0 objects left expected (testing/soak.py).
-soak: cluster-up
+soak: cluster-up $(VENV)/.installed
 	$(PY) testing/soak.py $(if $(filter command line,$(origin N)),$(N),10)
 
 # The rollout rehearsal on the bed (docs/rollout.md): N clean rehearsals (default 1) of NVIDIA's plugin and the DRA
@@ -126,7 +130,7 @@ soak: cluster-up
 # release (v0.19.3 <-> v0.18.2) and restarts the DRA driver; MODE=restart: the suite restarts both, same release.
 # Per-rehearsal figures, then p50/max of the window.
 rehearse: export GPUCONFORM_BED_DRA := 1
-rehearse: cluster-up
+rehearse: cluster-up $(VENV)/.installed
 	$(PY) testing/rehearse.py $(if $(filter command line,$(origin N)),$(N),1) --mode $(if $(MODE),$(MODE),upgrade)
 
 # Deletes the namespaces of gpuconform runs that are no longer alive (heartbeat stale, or ended); it prints what it

@@ -7,6 +7,7 @@ Importing it reads only the environment: no process is started and the cluster i
 
 from __future__ import annotations
 
+import atexit
 import base64
 import json
 import os
@@ -14,8 +15,8 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -79,27 +80,100 @@ def node_ip() -> str:
 
 # ---------------------------------------------------------------- binaries
 
-@dataclass
 class Bins:
-    k8s: Path
-    kwok: Path
-    images: Path
-    tools: Path  # the bed's own Go tools (build.sh K8S_TOOLS_BIN, tools/k8s/cmd)
-    nvidia: Path  # NVIDIA's plugin and GFD (build.sh NVIDIA_BIN; nvidia.py)
-    mocknvml: Path  # the mock libnvidia-ml.so.1 (build.sh MOCKNVML_LIB; mocknvml/)
-    containerd2: Path  # containerd 2.x and its runc shim for the DRA node (build.sh CONTAINERD2_BIN; dranode.py)
-    nfd: Path  # node-feature-discovery's master and CRDs (build.sh NFD_BIN; nvidia.py)
+    """Where build.sh put each group of the bed's binaries, by attribute (`bins.k8s`, `bins.containerd2`, ...; the
+    directories below) and by Kubernetes or kwok binary name (`bins["kubelet"]`).
+
+    build.sh says each group as soon as it is ready (at once when cached). So on a cold build asking for a group
+    that is still compiling waits for it: cluster.py up starts the control plane as soon as the Kubernetes binaries are
+    built, the device-plugin node once its images' binaries are, and the DRA node once containerd 2 is, rather than
+    waiting minutes for the last of them. A group the build failed to make raises BedError."""
+
+    GROUPS = {
+        "k8s": "K8S_BIN",
+        "kwok": "KWOK_BIN",
+        "images": "IMAGES_BIN",  # the simulated plugin and DRA driver, nvidia-smi, vector-add, pause (images/)
+        "tools": "K8S_TOOLS_BIN",  # the bed's own Go tools (tools/k8s/cmd)
+        "nvidia": "NVIDIA_BIN",  # NVIDIA's plugin and GFD (nvidia.py)
+        "mocknvml": "MOCKNVML_LIB",  # the mock libnvidia-ml.so.1 (mocknvml/)
+        "containerd2": "CONTAINERD2_BIN",  # containerd 2.x and its runc shim for the DRA node (dranode.py)
+        "nfd": "NFD_BIN",  # node-feature-discovery's master and CRDs (nvidia.py)
+    }
+
+    def __init__(self, dirs: dict[str, Path] | None = None, proc: subprocess.Popen | None = None,
+                 on_ready: Callable[[str, Path], None] | None = None):
+        # on_ready(group, dir): called once per group, in the caller's thread, when it is first asked for
+        self._dirs = {k: Path(v) for k, v in (dirs or {}).items()}
+        self._proc, self._rc, self._on_ready = proc, None if proc else 0, on_ready
+        self._cond = threading.Condition()
+        self._seen: set[str] = set()
+        if proc:
+            threading.Thread(target=self._read, name="build.sh", daemon=True).start()
+
+    @classmethod
+    def at(cls, **dirs: Path) -> "Bins":
+        """Bins already built, by attribute name (tests)."""
+        return cls({cls.GROUPS[k]: v for k, v in dirs.items()})
+
+    def _read(self) -> None:
+        assert self._proc and self._proc.stdout
+        for line in self._proc.stdout:
+            name, _, d = line.strip().partition("=")
+            if d:
+                with self._cond:
+                    self._dirs[name] = Path(d)
+                    self._cond.notify_all()
+        rc = self._proc.wait()
+        with self._cond:
+            self._rc = rc
+            self._cond.notify_all()
+
+    def group(self, name: str) -> Path:
+        """The directory of build.sh group `name` (K8S_BIN, ...), waiting while the build still makes it."""
+        with self._cond:
+            if name not in self._dirs and self._rc is None:
+                say(f"waiting for build.sh's {name} (its [build] lines say what it is compiling)")
+            self._cond.wait_for(lambda: name in self._dirs or self._rc is not None)
+            if name not in self._dirs:
+                raise BedError(f"building the test-bed binaries failed: no {name} (see the [build] lines above)")
+            d = self._dirs[name]
+        if self._on_ready and name not in self._seen:
+            self._seen.add(name)
+            self._on_ready(name, d)
+        return d
+
+    def __getattr__(self, attr: str) -> Path:
+        if attr.startswith("_") or attr not in Bins.GROUPS:
+            raise AttributeError(attr)
+        return self.group(Bins.GROUPS[attr])
 
     def __getitem__(self, name: str) -> str:
         return str((self.kwok if name == "kwok" else self.k8s) / name)
+
+    def finish(self) -> None:
+        """Waits for build.sh to end; raises BedError when any of its steps failed (cluster.py up, at its end)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._rc is not None)
+            if self._rc:
+                raise BedError("building the test-bed binaries failed (see the [build] lines above)")
+
+    def stop(self) -> None:
+        """Stops a build still running (build.sh stops its jobs on TERM): at exit, so that a failed `up` leaves no
+        compiler behind. What was built stays cached."""
+        if self._proc and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
 
 
 _BINS: list[Bins] = []
 
 
 def build(quiet: bool = False) -> Bins:
-    """Runs build.sh (a no-op when cached) and returns where the binaries are; `quiet` hides its progress. Once per
-    process."""
+    """Starts build.sh (a no-op when cached) and returns where the binaries are, each group as it becomes ready
+    (Bins); `quiet` hides its progress. Once per process."""
     if _BINS:
         return _BINS[0]
     # A bed keeps the Kubernetes release it was started with (state k8s_version), whatever K8S_VERSION says later:
@@ -107,17 +181,57 @@ def build(quiet: bool = False) -> Bins:
     env = dict(os.environ)
     if read_state().get("k8s_version"):
         env["K8S_VERSION"] = read_state()["k8s_version"]
-    out = subprocess.run([str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True, env=env,
-                         stderr=subprocess.DEVNULL if quiet else None)
-    if out.returncode:
-        raise BedError("building the test-bed binaries failed (see the [build] lines above)")
-    dirs = dict(line.split("=", 1) for line in out.stdout.split())
-    if not read_state().get("k8s_version") and STATE.exists():
-        write_state(k8s_version=Path(dirs["K8S_BIN"]).name.split("-", 1)[0])
-    _BINS.append(Bins(Path(dirs["K8S_BIN"]), Path(dirs["KWOK_BIN"]), Path(dirs["IMAGES_BIN"]),
-                      Path(dirs["K8S_TOOLS_BIN"]), Path(dirs["NVIDIA_BIN"]), Path(dirs["MOCKNVML_LIB"]),
-                      Path(dirs["CONTAINERD2_BIN"]), Path(dirs["NFD_BIN"])))
+    proc = subprocess.Popen([str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True, env=env,
+                            stderr=subprocess.DEVNULL if quiet else None)
+
+    def record_release(name: str, d: Path) -> None:
+        if name == "K8S_BIN" and not read_state().get("k8s_version") and STATE.exists():
+            write_state(k8s_version=d.name.split("-", 1)[0])
+
+    _BINS.append(Bins(proc=proc, on_ready=record_release))
+    atexit.register(_BINS[0].stop)
     return _BINS[0]
+
+
+# ---------------------------------------------------------------- the suite's virtualenv
+
+_VENV: list[tuple[threading.Thread, dict]] = []
+
+
+def start_venv() -> None:
+    """Installs the suite's virtualenv when it is missing or stale (`make .venv/.installed`, the Makefile's recipe)
+    beside the bed's Go build: nothing before the suite image needs it (gpunode.build_suite_image waits for it,
+    venv_ready). cluster.py up starts it first, which takes the install's 15-30 s off a fresh checkout's `make demo`."""
+    if _VENV:
+        return
+    make = ["make", "--no-print-directory", "-s", "-C", str(HERE.parent)]
+    try:
+        if subprocess.run([*make, "-q", ".venv/.installed"], stdout=subprocess.DEVNULL).returncode == 0:
+            return  # up to date
+    except FileNotFoundError:
+        raise BedError("make is not installed; the bed installs the suite's virtualenv with `make .venv/.installed`")
+    say("installing the suite's virtualenv (.venv) beside the build")
+    result: dict = {}
+
+    def run() -> None:
+        result["rc"] = subprocess.run([*make, ".venv/.installed"]).returncode
+
+    t = threading.Thread(target=run, name="venv", daemon=True)
+    t.start()
+    _VENV.append((t, result))
+    atexit.register(t.join)  # never leave a half-installed virtualenv behind a failed `up`
+
+
+def venv_ready() -> None:
+    """Waits for the virtualenv install start_venv began, if any; raises BedError when it failed."""
+    if not _VENV:
+        return
+    t, result = _VENV[0]
+    if t.is_alive():
+        say("waiting for the suite's virtualenv install to finish")
+        t.join()
+    if result.get("rc", 1):
+        raise BedError("installing the suite's virtualenv failed (`make .venv/.installed`; its output is above)")
 
 
 # ---------------------------------------------------------------- processes

@@ -4,13 +4,16 @@
 #   $GPUCONFORM_CACHE (default ~/.cache/gpuconform)/{k8s,k8s-tools,kwok,nfd,nvidia,containerd2,images,mocknvml}/<key>/
 # A warm cache makes this a no-op; a warm Go build cache (~/.cache/go-build) turns a rebuild into a relink.
 # stdout: one NAME=DIR line per group (K8S_BIN, K8S_TOOLS_BIN, KWOK_BIN, NFD_BIN, NVIDIA_BIN, CONTAINERD2_BIN,
-# IMAGES_BIN, MOCKNVML_LIB); progress goes to stderr.
+# IMAGES_BIN, MOCKNVML_LIB) as soon as that group is ready: at once when cached, else when its step ends. So a reader
+# can start what needs one group while later ones still build (bed.py's Bins: cluster.py up starts the control plane
+# while the bed's other tools compile). Progress goes to stderr.
 #
 # Three Go modules, which share their client libraries at the same versions so that each is compiled once, built one
-# after another in one job (`go`): the Kubernetes binaries, etcd and the bed's own tools (tools/k8s, Kubernetes's own
-# pins); kwok, NFD's master and containerd 2, then NVIDIA's plugin and GFD (cgo) (tools/bed, pinned to the Kubernetes
-# build's versions); the simulated plugin and DRA driver with their images' binaries (images/). Under `nice` beside
-# it: the later modules' downloads while Kubernetes compiles, and the mock NVML (C). Each step logs one line when it
+# after another in one job (`go`), in the order cluster.py up needs them: the Kubernetes binaries, etcd and the bed's
+# own tools (tools/k8s, Kubernetes's own pins: the control plane); the simulated plugin and DRA driver with their
+# images' binaries (images/); NVIDIA's plugin and GFD, NFD's master (with images/, the device-plugin node's images),
+# containerd 2 (the DRA node) and kwok (tools/bed, pinned to the Kubernetes build's versions). Under `nice` beside it:
+# the later modules' downloads while Kubernetes compiles, and the mock NVML (C). Each step logs one line when it
 # starts and one with its time when it ends; the go tool's own output goes to $GPUCONFORM_CACHE/logs/<job>.log, whose
 # tail is shown when a step fails. A failed step fails the build (exit 1) once the rest has finished (what was built
 # stays cached). Ctrl-C stops every job.
@@ -30,17 +33,16 @@ mkdir -p "$logs"
 log() { printf '[build %s +%ss] %s\n' "$(date +%H:%M:%S)" "$((SECONDS - start))" "$*" >&2; }
 hash() { cat "$@" | sha256sum | cut -c1-12; }
 
-declare -a order=()        # the groups asked for, in output order
 declare -A dir_of=()       # group -> its cache directory
 declare -A part=()         # group -> the directory its job fills (renamed to dir_of once complete)
 declare -A pid_of=()       # job -> pid (also its process group: set -m)
 declare -a jobs_started=()
 set -m                     # each job in its own process group, so one kill stops the go tool under it too
 
-# want NAME DIR: registers a group for the NAME=DIR line; succeeds when DIR must be built (no .complete in it).
+# want NAME DIR: registers a group; when DIR is complete, says NAME=DIR at once and fails; else succeeds (build it).
 want() {
-  order+=("$1"); dir_of[$1]=$2
-  if [[ -f "$2/.complete" ]]; then log "$1 cached in $2"; return 1; fi
+  dir_of[$1]=$2
+  if [[ -f "$2/.complete" ]]; then log "$1 cached in $2"; echo "$1=$2"; return 1; fi
   part[$1]="$2.partial"
 }
 # job NAME NICE STAGE...: runs its stages one after another in the background (niceness NICE); a STAGE is
@@ -64,6 +66,7 @@ job() {
         echo "build_seconds=$((SECONDS - ts))" > "${part[$g]}/.complete"
         rm -rf "${dir_of[$g]}"; mv "${part[$g]}" "${dir_of[$g]}"
         log "$g ready in ${dir_of[$g]}"
+        echo "$g=${dir_of[$g]}"
       done
     done
     log "$name: done in $((SECONDS - t))s"
@@ -131,29 +134,29 @@ build_images() { step "images/cmd (simulated plugin and DRA driver, nvidia-smi, 
   bash -c "cd '$here/images' && go build -ldflags '-s -w' -o '${part[IMAGES_BIN]}/' ./cmd/..."; }
 
 # The bed's other Go tools, from one module pinned to the Kubernetes build's own library versions (tools/bed/go.mod,
-# written by tools/bed/pin.sh): kwok, node-feature-discovery's master (the release NVIDIA's chart depends on, with its
-# CRDs) and containerd 2 with its runc shim (the DRA node's runtime: CDI for DRA claims) in one `go build`; NVIDIA's
-# device plugin and GPU Feature Discovery (cgo: go-nvml dlopens libnvidia-ml.so.1) in another, with Go's own resolver
-# and user lookup (netgo, osusergo: what the pure-Go builds use): under plain cgo, net compiles differently and every
-# package above it compiled again (48 s of a cold build here); with them, net's export data is the pure-Go build's and
-# only the plugin's own packages compile (21 s). The binaries still link libc, for dlopen. Each tool's own release
-# pins other client-library versions, so built apart, k8s.io/api, apimachinery, client-go and what lies under them
-# were compiled once per tool; here they come from the Kubernetes build's compile cache.
+# written by tools/bed/pin.sh), one `go build` each, in the order cluster.py up needs them. NVIDIA's device plugin and
+# GPU Feature Discovery (cgo: go-nvml dlopens libnvidia-ml.so.1), with Go's own resolver and user lookup (netgo,
+# osusergo: what the pure-Go builds use): under plain cgo, net compiles differently and every package above it
+# compiled again (48 s of a cold build here); with them, net's export data is the pure-Go build's and only the
+# plugin's own packages compile (15-21 s); the binaries still link libc, for dlopen. node-feature-discovery's master
+# (the release NVIDIA's chart depends on, with its CRDs). containerd 2 with its runc shim (the DRA node's runtime: CDI
+# for DRA claims; the largest, about 100 s cold). kwok last: the bed starts its nodes last, so the DRA node comes up
+# while it compiles. Each tool's own release pins other client-library versions, so built apart, k8s.io/api,
+# apimachinery, client-go and what lies under them were compiled once per tool; here they come from the Kubernetes
+# build's compile cache, and a later step from an earlier one's.
 bedtools=$here/tools/bed
 bedtools_build() { local cgo=$1 out=$2; shift 2; (cd "$bedtools" && CGO_ENABLED=$cgo go build -ldflags '-s -w' -o "$out/" "$@"); }
-build_bedtools() {
-  local o=${part[KWOK_BIN]}.all nfd
-  rm -rf "$o"; mkdir -p "$o"
-  step "kwok nfd-master containerd containerd-shim-runc-v2" bedtools_build 0 "$o" -tags no_btrfs,no_devmapper,no_zfs \
-    sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/node-feature-discovery/cmd/nfd-master \
-    github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
-  mv "$o/kwok" "${part[KWOK_BIN]}/"
-  mv "$o/nfd-master" "${part[NFD_BIN]}/"
-  mv "$o/containerd" "$o/containerd-shim-runc-v2" "${part[CONTAINERD2_BIN]}/"
+build_nfd() {
+  local nfd
+  step nfd-master bedtools_build 0 "${part[NFD_BIN]}" sigs.k8s.io/node-feature-discovery/cmd/nfd-master
   nfd=$(cd "$bedtools" && go list -m -f '{{if .Replace}}{{.Replace.Dir}}{{else}}{{.Dir}}{{end}}' sigs.k8s.io/node-feature-discovery)
   cp "$nfd/deployment/base/nfd-crds/nfd-api-crds.yaml" "${part[NFD_BIN]}/"
-  rm -rf "$o"
 }
+build_containerd2() {
+  step "containerd containerd-shim-runc-v2" bedtools_build 0 "${part[CONTAINERD2_BIN]}" -tags no_btrfs,no_devmapper,no_zfs \
+    github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+}
+build_kwok() { step kwok bedtools_build 0 "${part[KWOK_BIN]}" sigs.k8s.io/kwok/cmd/kwok; }
 nvidia_tags=netgo,osusergo
 build_nvidia() {
   step "nvidia-device-plugin gpu-feature-discovery (cgo)" bedtools_build 1 "${part[NVIDIA_BIN]}" -tags "$nvidia_tags" \
@@ -189,22 +192,17 @@ if [[ -n $k8s_cold ]]; then
 elif [[ -n $tools_cold ]]; then
   stages+=(build_k8s_tools:K8S_TOOLS_BIN)
 fi
-if is bedtools; then
-  key=$( (cat "$bedtools/go.mod" "$bedtools/go.sum"; echo "$GOFLAGS") | hash)
-  # one build for three groups: all three are rebuilt when one is missing
-  bt_cold=
-  want KWOK_BIN "$cache/kwok/$key" && bt_cold=1
-  want NFD_BIN "$cache/nfd/$key" && bt_cold=1
-  want CONTAINERD2_BIN "$cache/containerd2/$key" && bt_cold=1
-  if [[ -n $bt_cold ]]; then
-    for g in KWOK_BIN NFD_BIN CONTAINERD2_BIN; do part[$g]=${dir_of[$g]}.partial; done
-    stages+=(build_bedtools:KWOK_BIN,NFD_BIN,CONTAINERD2_BIN)
-  fi
-  if want NVIDIA_BIN "$cache/nvidia/$(echo "$key $nvidia_tags" | hash)"; then stages+=(build_nvidia:NVIDIA_BIN); bt_cold=1; fi
-  [[ -z $bt_cold ]] || prefetch+=("$bedtools")
-fi
 if is images && want IMAGES_BIN "$cache/images/$( (cat "$here/images/go.mod" "$here/images/go.sum" $(find "$here/images" -name '*.go' | sort); echo "$GOFLAGS") | hash)"; then
   stages+=(build_images:IMAGES_BIN); prefetch+=("$here/images")
+fi
+if is bedtools; then
+  key=$( (cat "$bedtools/go.mod" "$bedtools/go.sum"; echo "$GOFLAGS") | hash)
+  bt_cold=
+  if want NVIDIA_BIN "$cache/nvidia/$(echo "$key $nvidia_tags" | hash)"; then stages+=(build_nvidia:NVIDIA_BIN); bt_cold=1; fi
+  if want NFD_BIN "$cache/nfd/$key"; then stages+=(build_nfd:NFD_BIN); bt_cold=1; fi
+  if want CONTAINERD2_BIN "$cache/containerd2/$key"; then stages+=(build_containerd2:CONTAINERD2_BIN); bt_cold=1; fi
+  if want KWOK_BIN "$cache/kwok/$key"; then stages+=(build_kwok:KWOK_BIN); bt_cold=1; fi
+  [[ -z $bt_cold ]] || prefetch+=("$bedtools")
 fi
 prefetch_modules() {
   local d verb=downloading verbed=downloaded
@@ -227,5 +225,4 @@ done
 if (( ${#jobs_started[@]} )); then
   log "${#jobs_started[@]} build job(s) (${jobs_started[*]}) finished in $((SECONDS - start))s${failed[*]:+; FAILED: ${failed[*]}}"
 fi
-for g in "${order[@]}"; do [[ ! -f "${dir_of[$g]}/.complete" ]] || echo "$g=${dir_of[$g]}"; done
 (( ${#failed[@]} == 0 )) || exit 1

@@ -165,6 +165,7 @@ def up() -> None:
     for tool in ("containerd", "runc", "ctr", "openssl", "ss"):
         if not shutil.which(tool):
             raise BedError(f"{tool} is not installed; run `make deps` (Debian packages) first")
+    bed.start_venv()  # the suite image's packages, installed while the binaries build
     bins = build()
     ip = node_ip()
     running = [c for c in COMPONENTS if pid_of(c)]
@@ -209,6 +210,7 @@ def up() -> None:
         real = [NODE_NAME] + ([dranode.NODE] if read_state().get("dra") else [])
         wait_for("the GPU stack's pods Ready on " + ", ".join(real),
                  lambda: not bed.unready_stack_pods(kubectl, real), 180, "kubelet")
+    bins.finish()  # a step the bring-up did not wait for (the bed's own tools) must not fail unseen
     mem = cluster_memory_mib()
     say(f"cluster up in {time.monotonic() - bed.T0:.0f}s; processes use {mem} MiB RSS; "
         f"export KUBECONFIG={KUBECONFIG}")

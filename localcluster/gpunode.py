@@ -19,7 +19,7 @@ import shapes
 from bed import (CTRD_ROOT, CTRD_SOCK, CTRD_STATE, CNI_BRIDGE, CUDA, DEVICE_PLUGIN_DIR, DRIVER, GPU_PRODUCT, GPU_SIM,
                  GPUS, HERE, IMAGE_LABEL, IMAGES, KUBELET_ROOT, NODE_NAME, NVIDIA_MAJOR, NVIDIA_RUNTIME, PKI, POD_CIDR,
                  RESOURCE, RUNTIME_SIM, STATE, BedError, Bins, Kubectl, build, node_ip, node_ready, pid_of, read_state,
-                 say, sh, start, stop, wait_for, write_state)
+                 say, sh, start, stop, venv_ready, wait_for, write_state)
 from controlplane import service_vip
 
 
@@ -119,6 +119,7 @@ def build_suite_image() -> Path:
     """The suite image, the local equivalent of manifests/Dockerfile: host Python 3.11, the venv's dependencies
     and the working tree's suite (imagebuild.suite_image); cheap when nothing changed. Also used by
     testing/e2e/test_incluster.py, so the Job it runs tests the current tree."""
+    venv_ready()  # cluster.py up installs it beside the build (bed.start_venv)
     busybox = Path(shutil.which("busybox") or "/bin/busybox")
     try:
         img = imagebuild.suite_image(IMAGES["suite"], HERE.parent, busybox, labels=IMAGE_LABEL)

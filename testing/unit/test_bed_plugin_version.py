@@ -63,7 +63,7 @@ def test_the_images_the_node_imports_include_the_states_release(monkeypatch, tmp
         d.mkdir()
         for n in names:
             (d / n).write_text("not an ELF file\n")
-    bins = bed.Bins(*(tmp_path,) * 4, cur, tmp_path, tmp_path, tmp_path)
+    bins = bed.Bins.at(nvidia=cur, nfd=tmp_path)
     state: dict = {}
     monkeypatch.setattr(bed, "read_state", lambda: state)
     monkeypatch.setattr(nvidia, "release_bins", lambda tag: {"v0.18.2": prev}[tag])
