@@ -134,16 +134,18 @@ build_images() { step "images/cmd (simulated plugin and DRA driver, nvidia-smi, 
   bash -c "cd '$here/images' && go build -ldflags '-s -w' -o '${part[IMAGES_BIN]}/' ./cmd/..."; }
 
 # The bed's other Go tools, from one module pinned to the Kubernetes build's own library versions (tools/bed/go.mod,
-# written by tools/bed/pin.sh), one `go build` each, in the order cluster.py up needs them. NVIDIA's device plugin and
-# GPU Feature Discovery (cgo: go-nvml dlopens libnvidia-ml.so.1), with Go's own resolver and user lookup (netgo,
-# osusergo: what the pure-Go builds use): under plain cgo, net compiles differently and every package above it
-# compiled again (48 s of a cold build here); with them, net's export data is the pure-Go build's and only the
-# plugin's own packages compile (15-21 s); the binaries still link libc, for dlopen. node-feature-discovery's master
-# (the release NVIDIA's chart depends on, with its CRDs). containerd 2 with its runc shim (the DRA node's runtime: CDI
-# for DRA claims; the largest, about 100 s cold). kwok last: the bed starts its nodes last, so the DRA node comes up
-# while it compiles. Each tool's own release pins other client-library versions, so built apart, k8s.io/api,
-# apimachinery, client-go and what lies under them were compiled once per tool; here they come from the Kubernetes
-# build's compile cache, and a later step from an earlier one's.
+# written by tools/bed/pin.sh), one `go build` each, in the order cluster.py up needs them:
+# - NVIDIA's device plugin and GPU Feature Discovery (cgo: go-nvml dlopens libnvidia-ml.so.1), with Go's own resolver
+#   and user lookup (netgo, osusergo: what the pure-Go builds use). Under plain cgo, net compiles differently and every
+#   package above it compiled again (48 s of a cold build here); with the tags, net's export data is the pure-Go
+#   build's, and only the plugin's packages compile (with what it shares with the steps after it). The binaries still
+#   link libc, for dlopen.
+# - node-feature-discovery's master (the release NVIDIA's chart depends on), with its CRDs.
+# - containerd 2 with its runc shim: the DRA node's runtime (CDI for DRA claims); the largest, 40-100 s cold.
+# - kwok, last: the bed starts the kwok nodes last, so the DRA node comes up while it compiles.
+# Each tool's own release pins other client-library versions, so built apart, k8s.io/api, apimachinery, client-go and
+# what lies under them were compiled once per tool; here they come from the Kubernetes build's compile cache, and a
+# later step from an earlier one's.
 bedtools=$here/tools/bed
 bedtools_build() { local cgo=$1 out=$2; shift 2; (cd "$bedtools" && CGO_ENABLED=$cgo go build -ldflags '-s -w' -o "$out/" "$@"); }
 build_nfd() {
