@@ -305,7 +305,15 @@ def remove_scale_pods() -> bool:
     """Deletes the pods at once (one DELETE collection with gracePeriodSeconds=0: no pod waits for kwok to finish
     it, which took 16 minutes for 40,000), then their namespace, and waits for it."""
     if (_kc("get", "namespace", POD_NS, "--ignore-not-found", "-o", "name") or "").strip():
-        _kc("delete", "--raw", f"/api/v1/namespaces/{POD_NS}/pods?gracePeriodSeconds=0", timeout=1200)
+        # The API server ends a request after its --request-timeout (60 s by default), and one DELETE of 40,000 pods
+        # can outlast it (seen on 2 cores: "stream error ... INTERNAL_ERROR"). What it deleted stays deleted, so the
+        # next DELETE goes on from there.
+        for attempt in range(1, 11):
+            if _kc("delete", "--raw", f"/api/v1/namespaces/{POD_NS}/pods?gracePeriodSeconds=0", timeout=1200) \
+                    is not None:
+                break
+            print(f"  the DELETE of the tenant pods ended before they were all gone (try {attempt}); deleting the rest",
+                  flush=True)
     if _kc("delete", "namespace", POD_NS, "--ignore-not-found", "--wait=false") is None:
         return False
     try:
