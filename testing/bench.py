@@ -319,7 +319,7 @@ def delete_scale_pods_in_pages() -> None:
         failures = 0
         n = len(json.loads(out).get("items") or [])
         deleted += n
-        if deleted and deleted % 10000 == 0:
+        if n and deleted % 10000 == 0:
             print(f"  deleted {deleted} pods ({time.monotonic() - t0:.0f} s)", flush=True)
         if n < DELETE_PAGE:
             break
