@@ -417,6 +417,12 @@ def node_ready(kubectl: Kubectl, name: str) -> bool:
     return out.strip() == "True"
 
 
+def pod_ready(pod: dict) -> bool:
+    """Whether a pod (its API object) has its Ready condition True."""
+    return [c.get("status") for c in (pod.get("status") or {}).get("conditions") or []
+            if c.get("type") == "Ready"] == ["True"]
+
+
 def unready_stack_pods(kubectl: Kubectl, nodes: list[str]) -> list[str]:
     """Pods of the bed's GPU stack (every pod not of a suite run) on the real `nodes` that are not Ready: after a
     restart of the bed their containers start again, and a run begun before they are Ready judges a bed still
@@ -426,8 +432,7 @@ def unready_stack_pods(kubectl: Kubectl, nodes: list[str]) -> list[str]:
     for p in pods:
         if (p.get("spec") or {}).get("nodeName") not in nodes or (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        ready = [c.get("status") for c in (p.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
-        if ready != ["True"]:
+        if not pod_ready(p):
             out.append(f"{p['metadata']['namespace']}/{p['metadata']['name']}")
     return out
 

@@ -653,8 +653,7 @@ def set_fault(bins: Bins, kubectl: Kubectl, fault: str) -> None:
 
     def driver_ready() -> bool:
         pods = kubectl.json("get", "pods", "-n", inst.namespace, "-l", selector)["items"]
-        return bool(pods) and all(any(c.get("type") == "Ready" and c.get("status") == "True"
-                                      for c in (p.get("status") or {}).get("conditions") or []) for p in pods)
+        return bool(pods) and all(bed.pod_ready(p) for p in pods)
     # The slice is published before the kubelet registers the driver, and its pod is Ready only then (its -probe;
     # under every knob, at once under no-register): a run begun in between judged a driver still starting (the
     # pool-incomplete row saw FAIL-F08-PLUGIN-NOT-READY once, 2026-12-07).

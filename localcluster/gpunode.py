@@ -18,8 +18,8 @@ import nvidia
 import shapes
 from bed import (CTRD_ROOT, CTRD_SOCK, CTRD_STATE, CNI_BRIDGE, CUDA, DEVICE_PLUGIN_DIR, DRIVER, GPU_PRODUCT, GPU_SIM,
                  GPUS, HERE, IMAGE_LABEL, IMAGES, KUBELET_ROOT, NODE_NAME, NVIDIA_MAJOR, NVIDIA_RUNTIME, PKI, POD_CIDR,
-                 RESOURCE, RUNTIME_SIM, STATE, BedError, Bins, Kubectl, build, node_ip, node_ready, pid_of, read_state,
-                 say, sh, start, stop, venv_ready, wait_for, write_state)
+                 RESOURCE, RUNTIME_SIM, STATE, BedError, Bins, Kubectl, build, node_ip, node_ready, pid_of, pod_ready,
+                 read_state, say, sh, start, stop, venv_ready, wait_for, write_state)
 from controlplane import service_vip
 
 
@@ -359,7 +359,7 @@ def validator_state(kubectl: Kubectl) -> str:
         if p["metadata"].get("deletionTimestamp"):
             continue
         st = p.get("status", {})
-        if any(c["type"] == "Ready" and c["status"] == "True" for c in st.get("conditions", [])):
+        if pod_ready(p):
             return "ready"
         if any(cs.get("restartCount", 0) > 0 or (cs.get("state") or {}).get("terminated", {}).get("exitCode")
                for cs in st.get("initContainerStatuses") or []):
